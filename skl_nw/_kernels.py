@@ -1,0 +1,203 @@
+"""Kernels as data: one frozen record per kernel and the ``KERNELS`` registry.
+
+Every function of a record takes ``s = u**2``, the *squared* bandwidth-scaled
+distance ``u = ||(x - x_i) / h||``, because that is what the engine computes
+(a BLAS expansion or a sum of squared differences) and the Gaussian needs no
+square root.  Nothing outside this module knows a kernel by its name: the
+engine asks the record (``log_profile``, ``support``, ``exact_near_zero``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import integrate
+from scipy.special import gammaln
+
+__all__ = ["KERNELS", "Kernel", "get_kernel", "kernel_names"]
+
+ArrayFn = Callable[[np.ndarray], np.ndarray]
+
+
+def _log_sphere_area(d: int) -> float:
+    """Log of the surface area of the unit sphere in R^d, 2 pi^(d/2) / Gamma(d/2)."""
+    return np.log(2.0) + 0.5 * d * np.log(np.pi) - gammaln(0.5 * d)
+
+
+def _log_ball_volume(d: int) -> float:
+    """Log of the volume of the unit ball in R^d, pi^(d/2) / Gamma(d/2 + 1)."""
+    return 0.5 * d * np.log(np.pi) - gammaln(0.5 * d + 1.0)
+
+
+def _log(x: np.ndarray) -> np.ndarray:
+    """``log(x)`` with ``log(0) = -inf`` and no warning."""
+    with np.errstate(divide="ignore"):
+        return np.log(x)
+
+
+def _sqrt(s: np.ndarray) -> np.ndarray:
+    return np.sqrt(np.maximum(s, 0.0))
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A radially symmetric kernel ``K(u)``, described as data.
+
+    Attributes
+    ----------
+    name : str
+        Canonical name, as scikit-learn's ``KernelDensity`` spells it.
+    profile : callable
+        ``s -> K(sqrt(s))``, the unnormalised profile (``K(0) = 1``).
+    log_profile : callable
+        ``s -> log K(sqrt(s))``, ``-inf`` outside the support; used by the
+        log-sum-exp softmax so that no ratio of underflowed values occurs.
+    derivative : callable
+        ``s -> dK/ds``, the derivative of the profile with respect to the
+        squared distance, as needed by gradients with respect to bandwidths
+        (``ds/d log h_j = -2 (x_j - x_ij)^2 / h_j^2``).
+    support : float
+        Support radius in ``u``: ``1.0`` for compact kernels, ``inf`` otherwise.
+    log_integral : callable
+        ``d -> log ∫_{R^d} K(||x||) dx``; minus it is the log normalising
+        constant that makes ``K`` a probability density in ``d`` dimensions.
+    exact_near_zero : bool
+        True when ``K`` is not a smooth function of ``s`` at ``s = 0`` (it is
+        a function of ``u = sqrt(s)``), so a rounding error ``e`` in a small
+        ``s`` becomes an error ``sqrt(e)`` in the weight: the engine then
+        recomputes small squared distances exactly.
+    aliases : tuple of str
+        Other accepted names.
+    """
+
+    name: str
+    profile: ArrayFn
+    log_profile: ArrayFn
+    derivative: ArrayFn
+    support: float
+    log_integral: Callable[[int], float]
+    exact_near_zero: bool = False
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def compact(self) -> bool:
+        """Whether the kernel is zero beyond a finite radius."""
+        return bool(np.isfinite(self.support))
+
+    def __reduce__(self):
+        # Records hold functions: pickle them as a registry look-up by name.
+        return get_kernel, (self.name,)
+
+    def log_normalizer(self, d: int) -> float:
+        """Log of the constant ``c_d`` such that ``c_d K(||x||)`` integrates to 1."""
+        return -float(self.log_integral(d))
+
+
+def _inside(s: np.ndarray) -> np.ndarray:
+    return s < 1.0
+
+
+def _cosine_log_integral(d: int) -> float:
+    # No elementary closed form for every d: integrate the radial profile.
+    value, _ = integrate.quad(lambda r: np.cos(0.5 * np.pi * r) * r ** (d - 1), 0, 1)
+    return _log_sphere_area(d) + np.log(value)
+
+
+def _cosine_derivative(s: np.ndarray) -> np.ndarray:
+    u = _sqrt(s)
+    # d/ds cos(pi u / 2) = -pi sin(pi u / 2) / (4 u), with the limit -pi^2 / 8 at u = 0.
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.where(u > 0, np.sin(0.5 * np.pi * u) / np.where(u > 0, u, 1.0), 0.5 * np.pi)
+    return np.where(_inside(s), -0.25 * np.pi * ratio, 0.0)
+
+
+def _root_derivative(s: np.ndarray, factor: ArrayFn) -> np.ndarray:
+    """``-factor(s) / (2 sqrt(s))``, the chain rule of a profile in ``u``; ``-inf`` at 0."""
+    u = _sqrt(s)
+    with np.errstate(divide="ignore"):
+        return -factor(s) / (2.0 * u)
+
+
+_KERNEL_LIST = (
+    Kernel(
+        name="gaussian",
+        profile=lambda s: np.exp(-0.5 * s),
+        log_profile=lambda s: -0.5 * s,
+        derivative=lambda s: -0.5 * np.exp(-0.5 * s),
+        support=np.inf,
+        log_integral=lambda d: 0.5 * d * np.log(2.0 * np.pi),
+    ),
+    Kernel(
+        name="tophat",
+        profile=lambda s: _inside(s).astype(float),
+        log_profile=lambda s: np.where(_inside(s), 0.0, -np.inf),
+        derivative=lambda s: np.zeros_like(s, dtype=float),
+        support=1.0,
+        log_integral=_log_ball_volume,
+        aliases=("boxcar",),
+    ),
+    Kernel(
+        name="epanechnikov",
+        profile=lambda s: np.maximum(1.0 - s, 0.0),
+        log_profile=lambda s: _log(np.maximum(1.0 - s, 0.0)),
+        derivative=lambda s: np.where(_inside(s), -1.0, 0.0),
+        support=1.0,
+        log_integral=lambda d: _log_ball_volume(d) + np.log(2.0 / (d + 2.0)),
+    ),
+    Kernel(
+        name="exponential",
+        profile=lambda s: np.exp(-_sqrt(s)),
+        log_profile=lambda s: -_sqrt(s),
+        derivative=lambda s: _root_derivative(s, lambda s: np.exp(-_sqrt(s))),
+        support=np.inf,
+        log_integral=lambda d: _log_sphere_area(d) + gammaln(d),
+        exact_near_zero=True,
+    ),
+    Kernel(
+        name="linear",
+        profile=lambda s: np.maximum(1.0 - _sqrt(s), 0.0),
+        log_profile=lambda s: _log(np.maximum(1.0 - _sqrt(s), 0.0)),
+        derivative=lambda s: _root_derivative(s, lambda s: _inside(s).astype(float)),
+        support=1.0,
+        log_integral=lambda d: _log_sphere_area(d) - np.log(d * (d + 1.0)),
+        exact_near_zero=True,
+        aliases=("triangular",),
+    ),
+    Kernel(
+        name="cosine",
+        profile=lambda s: np.where(_inside(s), np.cos(0.5 * np.pi * _sqrt(s)), 0.0),
+        log_profile=lambda s: _log(np.where(_inside(s), np.cos(0.5 * np.pi * _sqrt(s)), 0.0)),
+        derivative=_cosine_derivative,
+        support=1.0,
+        log_integral=_cosine_log_integral,
+    ),
+)
+
+#: Every accepted name (canonical names and aliases) mapped to its record.
+KERNELS: dict[str, Kernel] = {
+    name: kernel for kernel in _KERNEL_LIST for name in (kernel.name, *kernel.aliases)
+}
+
+
+def kernel_names() -> list[str]:
+    """Canonical kernel names, in registry order."""
+    return [kernel.name for kernel in _KERNEL_LIST]
+
+
+def get_kernel(kernel: str | Kernel) -> Kernel:
+    """Return the record of ``kernel`` (a name, an alias or a record).
+
+    Raises
+    ------
+    ValueError
+        If the name is unknown; the message lists every valid name.
+    """
+    if isinstance(kernel, Kernel):
+        return kernel
+    try:
+        return KERNELS[kernel]
+    except (KeyError, TypeError):
+        valid = ", ".join(repr(name) for name in sorted(KERNELS))
+        raise ValueError(f"Unknown kernel={kernel!r}; valid kernels are {valid}.") from None
