@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             bandwidth = float(bandwidth)
         except ValueError:
-            parser.error(f"--bandwidth must be a positive number, 'scott' or 'silverman'; got {bandwidth!r}")
+            parser.error(f"--bandwidth must be a number, 'scott' or 'silverman'; got {bandwidth!r}")
     return demo(args.out, bandwidth)
 
 
