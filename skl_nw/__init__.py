@@ -7,10 +7,12 @@ attention weights are the softmax of negative scaled squared distances.
 
 from ._estimators import NadarayaWatsonRegressor, ParzenClassifier, rule_of_thumb
 from ._kernels import KERNELS, Kernel, get_kernel
+from ._search import BandwidthSearchCV
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BandwidthSearchCV",
     "KERNELS",
     "Kernel",
     "NadarayaWatsonRegressor",

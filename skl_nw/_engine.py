@@ -33,6 +33,8 @@ from ._kernels import Kernel
 __all__ = [
     "attention",
     "log_group_sums",
+    "loo_loss_grad",
+    "loo_pool",
     "pool",
     "prepare_train",
 ]
@@ -124,10 +126,18 @@ def _sq_distances(Q: np.ndarray, train: TrainSet, kernel: Kernel) -> np.ndarray:
     return S
 
 
-def _log_attention(
-    Q: np.ndarray, train: TrainSet, log_w: np.ndarray, kernel: Kernel, fallback: str
+def _log_attention_sq(
+    S: np.ndarray,
+    log_w: np.ndarray,
+    kernel: Kernel,
+    fallback: str,
+    exclude: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Unnormalised log attention of a chunk, and its row maxima.
+    """Unnormalised log attention from squared distances, and its row maxima.
+
+    ``exclude`` (one training index per row) removes that point from the row
+    *by index*, never by zero distance: the leave-one-out sums, in which a
+    duplicate of the left-out point still counts.
 
     Rows where every weight is zero (a compact kernel with no training point
     inside its support) follow ``fallback``: "nearest" gives them the
@@ -135,18 +145,50 @@ def _log_attention(
     positive weight (ties share in proportion to their weights); "nan" leaves
     them empty, with a row maximum of ``-inf``, for the caller to turn into NaN.
     """
-    S = _sq_distances(Q, train, kernel)
     A = kernel.log_profile(S)
     A += log_w
+    rows = np.arange(len(S))
+    if exclude is not None:
+        A[rows, exclude] = -np.inf
     row_max = A.max(axis=1)
     empty = np.flatnonzero(row_max == -np.inf)
     if empty.size and fallback == "nearest":
         S_empty = S[empty]
         S_empty[:, log_w == -np.inf] = np.inf
+        if exclude is not None:
+            S_empty[np.arange(empty.size), exclude[empty]] = np.inf
         nearest = S_empty == S_empty.min(axis=1, keepdims=True)
+        nearest &= np.isfinite(S_empty)  # a lone point has no neighbour at all
         A[empty] = np.where(nearest, log_w, -np.inf)
         row_max[empty] = A[empty].max(axis=1)
     return A, row_max
+
+
+def _log_attention(
+    Q: np.ndarray, train: TrainSet, log_w: np.ndarray, kernel: Kernel, fallback: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """Unnormalised log attention of a chunk of centred queries, and its row maxima."""
+    return _log_attention_sq(_sq_distances(Q, train, kernel), log_w, kernel, fallback)
+
+
+def _softmax_rows(A: np.ndarray, row_max: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Turn log attention into normalised weights in place; flag empty rows.
+
+    The largest term of each row is ``exp(0) = 1``, so no row sum is below 1:
+    no ``0 / 0`` however small the bandwidth.
+    """
+    empty = row_max == -np.inf
+    A -= np.where(empty, 0.0, row_max)[:, None]
+    np.exp(A, out=A)
+    A /= np.maximum(A.sum(axis=1), 1.0)[:, None]
+    return A, empty
+
+
+def _pool_rows(A: np.ndarray, row_max: np.ndarray, V: np.ndarray) -> np.ndarray:
+    alpha, empty = _softmax_rows(A, row_max)
+    pooled = alpha @ V
+    pooled[empty] = np.nan
+    return pooled
 
 
 def _chunk_slices(m: int, n: int, n_jobs: int | None, working_memory: float | None):
@@ -163,20 +205,24 @@ def _chunk_slices(m: int, n: int, n_jobs: int | None, working_memory: float | No
 
 
 def _map_chunks(
-    fn: Callable[[np.ndarray], np.ndarray],
-    Q: np.ndarray,
+    fn: Callable[[slice, np.ndarray], np.ndarray],
+    Q: np.ndarray | None,
     train: TrainSet,
     out: np.ndarray,
     n_jobs: int | None,
     working_memory: float | None,
 ) -> np.ndarray:
-    """Fill ``out[chunk] = fn(Q[chunk] - center)`` over query chunks, in threads."""
-    m = Q.shape[0]
+    """Fill ``out[chunk] = fn(chunk, Q[chunk] - center)`` over query chunks, in threads.
+
+    ``Q=None`` queries the (already centred) training points themselves.
+    """
+    m = train.n_samples if Q is None else Q.shape[0]
     slices = _chunk_slices(m, train.n_samples, n_jobs, working_memory)
 
     def run(batch):
         for chunk in batch:
-            out[chunk] = fn(Q[chunk] - train.center)
+            Qc = train.X[chunk] if Q is None else Q[chunk] - train.center
+            out[chunk] = fn(chunk, Qc)
 
     workers = min(effective_n_jobs(n_jobs), len(slices))
     if workers <= 1:
@@ -208,16 +254,8 @@ def pool(
     """
     V = np.asarray(V, dtype=np.float64)
 
-    def fn(Qc):
-        A, row_max = _log_attention(Qc, train, log_w, kernel, fallback)
-        empty = row_max == -np.inf
-        row_max[empty] = 0.0
-        A -= row_max[:, None]
-        np.exp(A, out=A)
-        pooled = A @ V
-        pooled /= A.sum(axis=1)[:, None]  # >= 1 where not empty: the max term is exp(0)
-        pooled[empty] = np.nan
-        return pooled
+    def fn(chunk, Qc):
+        return _pool_rows(*_log_attention(Qc, train, log_w, kernel, fallback), V)
 
     out = np.empty((Q.shape[0], V.shape[1]))
     return _map_chunks(fn, Q, train, out, n_jobs, working_memory)
@@ -238,15 +276,10 @@ def attention(
     The output itself is (m, n); the temporaries stay within the budget.
     """
 
-    def fn(Qc):
-        A, row_max = _log_attention(Qc, train, log_w, kernel, fallback)
-        empty = row_max == -np.inf
-        row_max[empty] = 0.0
-        A -= row_max[:, None]
-        np.exp(A, out=A)
-        A /= A.sum(axis=1)[:, None]
-        A[empty] = np.nan
-        return A
+    def fn(chunk, Qc):
+        alpha, empty = _softmax_rows(*_log_attention(Qc, train, log_w, kernel, fallback))
+        alpha[empty] = np.nan
+        return alpha
 
     out = np.empty((Q.shape[0], train.n_samples))
     return _map_chunks(fn, Q, train, out, n_jobs, working_memory)
@@ -278,11 +311,10 @@ def log_group_sums(
     starts = np.asarray(starts, dtype=np.intp)
     counts = np.diff(np.append(starts, train.n_samples))
 
-    def fn(Qc):
+    def fn(chunk, Qc):
         A, _ = _log_attention(Qc, train, log_w, kernel, fallback)
         group_max = np.maximum.reduceat(A, starts, axis=1)
-        finite = np.isfinite(group_max)
-        shift = np.where(finite, group_max, 0.0)
+        shift = np.where(np.isfinite(group_max), group_max, 0.0)
         A -= np.repeat(shift, counts, axis=1)
         np.exp(A, out=A)
         sums = np.add.reduceat(A, starts, axis=1)
@@ -291,3 +323,122 @@ def log_group_sums(
 
     out = np.empty((Q.shape[0], len(starts)))
     return _map_chunks(fn, Q, train, out, n_jobs, working_memory)
+
+
+def loo_pool(
+    train: TrainSet,
+    log_w: np.ndarray,
+    V: np.ndarray,
+    kernel: Kernel,
+    factors: np.ndarray,
+    *,
+    fallback: str = "nearest",
+    n_jobs: int | None = None,
+    working_memory: float | None = None,
+) -> np.ndarray:
+    """Closed-form leave-one-out pooling for several bandwidth multiples at once.
+
+    With full-sample sums ``D_i = sum_k w_k K_ik`` and ``S_i = sum_k w_k K_ik V_k``
+    the leave-one-out prediction is ``(S_i - w_i K(0) V_i) / (D_i - w_i K(0))``.
+    It is computed without that subtraction (which cancels when the point's own
+    term dominates): the point is removed from its row of log attention by
+    index, then the softmax is taken as usual.  For bandwidth ``f * h`` the
+    squared scaled distances are those at ``h`` divided by ``f^2``, so each
+    chunk computes its distances once and only the kernel per multiple, as
+    RidgeCV reuses one decomposition for every alpha.
+
+    Parameters
+    ----------
+    train : TrainSet
+        Training inputs scaled by the base bandwidth ``h``.
+    log_w, V, kernel
+        As for :func:`pool`.
+    factors : ndarray of shape (n_factors,)
+        Bandwidth multiples to evaluate.
+    fallback, n_jobs, working_memory
+        As for :func:`pool`.
+
+    Returns
+    -------
+    ndarray of shape (n_factors, n, k)
+        Leave-one-out pooled values at every training point, per multiple.
+    """
+    V = np.asarray(V, dtype=np.float64)
+    factors = np.asarray(factors, dtype=np.float64)
+
+    def fn(chunk, Qc):
+        S = _sq_distances(Qc, train, kernel)
+        exclude = np.arange(chunk.start, chunk.stop)
+        pooled = np.empty((len(Qc), len(factors), V.shape[1]))
+        for t, factor in enumerate(factors):
+            A, row_max = _log_attention_sq(S / factor**2, log_w, kernel, fallback, exclude)
+            pooled[:, t] = _pool_rows(A, row_max, V)
+        return pooled
+
+    out = np.empty((train.n_samples, len(factors), V.shape[1]))
+    _map_chunks(fn, None, train, out, n_jobs, working_memory)
+    return out.transpose(1, 0, 2)
+
+
+def loo_loss_grad(
+    train: TrainSet,
+    log_w: np.ndarray,
+    V: np.ndarray,
+    kernel: Kernel,
+    rows: np.ndarray,
+    loss_fn: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
+    row_weights: np.ndarray,
+) -> tuple[float, np.ndarray]:
+    """Leave-one-out loss at training ``rows`` and its gradient in log bandwidths.
+
+    The prediction at row ``i`` pools every other training point,
+    ``P_i = sum_k alpha_ik V_k`` with ``alpha_i = softmax_k(a_ik)`` and
+    ``a_ik = log w_k + log K(s_ik)``, ``s_ik = sum_j (x_ij - x_kj)^2 / h_j^2``.
+    With ``R_i = dl_i/dP_i`` (from ``loss_fn``) and ``g = d log K / ds``,
+
+    ``dl_i / d log h_j = -2 sum_k c_ik (z_ij - z_kj)^2``,
+    ``c_ik = alpha_ik g(s_ik) R_i . (V_k - P_i)``,
+
+    in scaled coordinates ``z = x / h``.  The sum over ``k`` expands into
+    matrix products (``z_i^2 sum_k c_ik + sum_k c_ik z_k^2 - 2 z_i sum_k c_ik z_k``),
+    so no (rows, n, d) tensor is formed.
+
+    Parameters
+    ----------
+    train : TrainSet
+        Training inputs scaled by the current bandwidths.
+    log_w, V, kernel
+        As for :func:`pool`.
+    rows : ndarray of shape (b,)
+        Training rows whose leave-one-out loss is evaluated (a minibatch).
+    loss_fn : callable
+        ``(P, rows) -> (losses (b,), dloss/dP (b, k))``.
+    row_weights : ndarray of shape (b,)
+        Weights of the rows in the loss, ``loss = sum_i r_i l_i / sum_i r_i``.
+
+    Returns
+    -------
+    loss : float
+        Weighted mean leave-one-out loss over ``rows``.
+    grad : ndarray of shape (n_features,)
+        Its gradient with respect to ``log h``.
+    """
+    Z = train.X
+    Zb = Z[rows]
+    S = _sq_distances(Zb, train, kernel)
+    alpha, _ = _softmax_rows(*_log_attention_sq(S, log_w, kernel, "nearest", rows))
+    P = alpha @ V
+    losses, R = loss_fn(P, rows)
+    r = row_weights / row_weights.sum()
+    G = kernel.dlog_profile(S)
+    # At s = 0 every (z_ij - z_kj)^2 is 0: the term vanishes even where g does not
+    # exist (kernels with a kink at 0), and a point outside the support has alpha = 0.
+    G[(S == 0) | (alpha == 0)] = 0.0
+    C = alpha * G
+    C *= (R @ V.T) - np.einsum("ik,ik->i", R, P)[:, None]
+    C *= r[:, None]
+    row_sum = C.sum(axis=1)
+    col_sum = C.sum(axis=0)
+    cross = np.einsum("ij,ij->j", Zb, C @ Z)
+    grad = -2.0 * (row_sum @ Zb**2 + col_sum @ Z**2 - 2.0 * cross)
+    return float(r @ losses), grad

@@ -268,11 +268,16 @@ default="scott"
         X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=np.float64)
         Xs, w = self._fit_inputs(X, sample_weight)
         self._train = _engine.prepare_train(Xs)
+        self._order = np.arange(len(Xs))
         with np.errstate(divide="ignore"):
             self._log_w = np.log(w)
         self._y = y.reshape(len(y), -1).astype(np.float64)
         self._y_1d = y.ndim == 1
         return self
+
+    def _pooled_targets(self) -> np.ndarray:
+        """Return the values the engine pools, one row per stored training row."""
+        return self._y
 
     def predict(self, X: ArrayLike) -> np.ndarray:
         """Attention-weighted average of the training targets at each query.
@@ -435,6 +440,7 @@ default="scott"
         # Sorted by class, each class is a contiguous block of training rows.
         order = np.argsort(y_enc, kind="stable")
         self._train = _engine.prepare_train(Xs[order])
+        self._order = order
         self._inverse_order = np.argsort(order)
         self._starts = np.searchsorted(y_enc[order], np.arange(n_classes))
         w, y_sorted = w[order], y_enc[order]
@@ -445,6 +451,12 @@ default="scott"
                 log_w = log_w + (np.log(priors) - np.log(class_weight))[y_sorted]
         self._log_w = np.where(w > 0, log_w, -np.inf)
         return self
+
+    def _pooled_targets(self) -> np.ndarray:
+        """One-hot labels of the stored (class-sorted) training rows."""
+        counts = np.diff(np.append(self._starts, self._train.n_samples))
+        labels = np.repeat(np.arange(len(self.classes_)), counts)
+        return np.eye(len(self.classes_))[labels]
 
     def _check_priors(self, n_classes: int) -> np.ndarray | None:
         if self.priors is None:

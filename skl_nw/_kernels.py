@@ -58,6 +58,10 @@ class Kernel:
         ``s -> dK/ds``, the derivative of the profile with respect to the
         squared distance, as needed by gradients with respect to bandwidths
         (``ds/d log h_j = -2 (x_j - x_ij)^2 / h_j^2``).
+    dlog_profile : callable
+        ``s -> d log K / ds = K'(s) / K(s)`` inside the support, 0 outside
+        (where ``K = 0`` carries no weight); what the log-space gradients use,
+        since ``K'`` and ``K`` may both underflow where their ratio does not.
     support : float
         Support radius in ``u``: ``1.0`` for compact kernels, ``inf`` otherwise.
     log_integral : callable
@@ -76,6 +80,7 @@ class Kernel:
     profile: ArrayFn
     log_profile: ArrayFn
     derivative: ArrayFn
+    dlog_profile: ArrayFn
     support: float
     log_integral: Callable[[int], float]
     exact_near_zero: bool = False
@@ -113,6 +118,15 @@ def _cosine_derivative(s: np.ndarray) -> np.ndarray:
     return np.where(_inside(s), -0.25 * np.pi * ratio, 0.0)
 
 
+def _cosine_dlog(s: np.ndarray) -> np.ndarray:
+    u = _sqrt(s)
+    inside = _inside(s)
+    # d/ds log cos(pi u / 2) = -pi tan(pi u / 2) / (4 u), with the limit -pi^2 / 8 at u = 0.
+    safe_u = np.where(inside & (u > 0), u, 1.0)
+    ratio = np.where(u > 0, np.tan(0.5 * np.pi * np.minimum(u, safe_u)) / safe_u, 0.5 * np.pi)
+    return np.where(inside, -0.25 * np.pi * ratio, 0.0)
+
+
 def _root_derivative(s: np.ndarray, factor: ArrayFn) -> np.ndarray:
     """``-factor(s) / (2 sqrt(s))``, the chain rule of a profile in ``u``; ``-inf`` at 0."""
     u = _sqrt(s)
@@ -126,6 +140,7 @@ _KERNEL_LIST = (
         profile=lambda s: np.exp(-0.5 * s),
         log_profile=lambda s: -0.5 * s,
         derivative=lambda s: -0.5 * np.exp(-0.5 * s),
+        dlog_profile=lambda s: np.full_like(s, -0.5, dtype=float),
         support=np.inf,
         log_integral=lambda d: 0.5 * d * np.log(2.0 * np.pi),
     ),
@@ -134,6 +149,7 @@ _KERNEL_LIST = (
         profile=lambda s: _inside(s).astype(float),
         log_profile=lambda s: np.where(_inside(s), 0.0, -np.inf),
         derivative=lambda s: np.zeros_like(s, dtype=float),
+        dlog_profile=lambda s: np.zeros_like(s, dtype=float),
         support=1.0,
         log_integral=_log_ball_volume,
         aliases=("boxcar",),
@@ -143,6 +159,7 @@ _KERNEL_LIST = (
         profile=lambda s: np.maximum(1.0 - s, 0.0),
         log_profile=lambda s: _log(np.maximum(1.0 - s, 0.0)),
         derivative=lambda s: np.where(_inside(s), -1.0, 0.0),
+        dlog_profile=lambda s: np.where(_inside(s), -1.0 / np.where(_inside(s), 1.0 - s, 1.0), 0.0),
         support=1.0,
         log_integral=lambda d: _log_ball_volume(d) + np.log(2.0 / (d + 2.0)),
     ),
@@ -151,6 +168,7 @@ _KERNEL_LIST = (
         profile=lambda s: np.exp(-_sqrt(s)),
         log_profile=lambda s: -_sqrt(s),
         derivative=lambda s: _root_derivative(s, lambda s: np.exp(-_sqrt(s))),
+        dlog_profile=lambda s: _root_derivative(s, np.ones_like),
         support=np.inf,
         log_integral=lambda d: _log_sphere_area(d) + gammaln(d),
         exact_near_zero=True,
@@ -160,6 +178,9 @@ _KERNEL_LIST = (
         profile=lambda s: np.maximum(1.0 - _sqrt(s), 0.0),
         log_profile=lambda s: _log(np.maximum(1.0 - _sqrt(s), 0.0)),
         derivative=lambda s: _root_derivative(s, lambda s: _inside(s).astype(float)),
+        dlog_profile=lambda s: _root_derivative(
+            s, lambda s: np.where(_inside(s), 1.0 / np.where(_inside(s), 1.0 - _sqrt(s), 1.0), 0.0)
+        ),
         support=1.0,
         log_integral=lambda d: _log_sphere_area(d) - np.log(d * (d + 1.0)),
         exact_near_zero=True,
@@ -170,6 +191,7 @@ _KERNEL_LIST = (
         profile=lambda s: np.where(_inside(s), np.cos(0.5 * np.pi * _sqrt(s)), 0.0),
         log_profile=lambda s: _log(np.where(_inside(s), np.cos(0.5 * np.pi * _sqrt(s)), 0.0)),
         derivative=_cosine_derivative,
+        dlog_profile=_cosine_dlog,
         support=1.0,
         log_integral=_cosine_log_integral,
     ),

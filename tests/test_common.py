@@ -3,13 +3,17 @@
 import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from skl_nw import NadarayaWatsonRegressor, ParzenClassifier
+from skl_nw import BandwidthSearchCV, NadarayaWatsonRegressor, ParzenClassifier
 from skl_nw._kernels import kernel_names
 
 ESTIMATORS = [
     cls(kernel=kernel)
     for cls in (NadarayaWatsonRegressor, ParzenClassifier)
     for kernel in kernel_names()
+] + [
+    BandwidthSearchCV(cls(), method=method)
+    for cls in (NadarayaWatsonRegressor, ParzenClassifier)
+    for method in ("grid", "sgd")
 ]
 
 
