@@ -15,6 +15,7 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.utils import check_random_state, get_tags
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from . import _engine
@@ -112,7 +113,8 @@ def _collapse(X: np.ndarray, y: np.ndarray, w: np.ndarray):
     """
     keep = w > 0
     X, y, w = X[keep], y[keep], w[keep]
-    _, codes = np.unique(y, return_inverse=True, axis=0)
+    # Labels may be strings (object arrays have no row-wise unique): code them first.
+    _, codes = np.unique(y, return_inverse=True, **({"axis": 0} if y.ndim > 1 else {}))
     key = np.column_stack([X, codes.reshape(len(X), -1)])
     _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
     weights = np.bincount(inverse.ravel(), weights=w, minlength=len(first))
@@ -320,6 +322,8 @@ class BandwidthSearchCV(MetaEstimatorMixin, BaseEstimator):
             )
         classifier = is_classifier(self.estimator)
         X, y = validate_data(self, X, y, dtype=np.float64, multi_output=not classifier)
+        if classifier:
+            check_classification_targets(y)
         w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
         if not w.sum() > 0:
             raise ValueError("sample_weight must have a positive sum; got all zeros.")
