@@ -47,8 +47,9 @@ _BYTES_PER_PAIR = 48
 # Cap on pairs per chunk, so a chunk's arrays stay in cache (measured: chunks
 # of ~100 queries x 20k points beat chunks of thousands of queries).
 _MAX_CHUNK_PAIRS = 1 << 21
-# Worst admissible absolute rounding error of a squared distance computed by
-# the BLAS expansion; beyond it the chunk uses direct differences.
+# Worst admissible absolute rounding error of a squared distance (or of a log
+# weight) computed by the BLAS expansion; beyond it the chunk uses direct
+# differences.  An error e in a log weight is a relative error e in the weight.
 _MAX_GEMM_ERROR = 1e-12
 # At most this many features, direct differences cost no more than a GEMM.
 _DIRECT_MAX_FEATURES = 2
@@ -184,6 +185,42 @@ def _softmax_rows(A: np.ndarray, row_max: np.ndarray) -> tuple[np.ndarray, np.nd
     return A, empty
 
 
+class _FoldedKeys:
+    """Keys with the kernel and the weights folded in, for one GEMM per chunk.
+
+    For a kernel with ``log K(s) = c s`` (``kernel.log_slope``), the log
+    attention is ``c |q - x|^2 + log w = [-2c q, 1, c |q|^2] . [x, c |x|^2 + log w, 1]``:
+    one matrix product gives it, always ``<= max log w`` (taken as 0), so the
+    exponential cannot overflow and only rows whose every term underflows need
+    the row-max shift.  Pooling is then three passes over a chunk (GEMM,
+    in-place exp, GEMM against ``[V, 1]`` giving numerators and denominator)
+    instead of seven.
+    """
+
+    def __init__(self, train: TrainSet, log_w: np.ndarray, V: np.ndarray, slope: float):
+        self.train, self.slope = train, slope
+        shifted = log_w - log_w.max()
+        # A zero weight is -inf; BLAS may turn inf into NaN, exp(-1e300) is 0 as well.
+        shifted = np.maximum(shifted, -1e300)
+        self.keys = np.column_stack([train.X, slope * train.sq_norms + shifted, np.ones(len(V))])
+        self.values = np.column_stack([V, np.ones(len(V))])
+
+    def pooled_sums(self, Q: np.ndarray) -> np.ndarray | None:
+        """``[sum_i a_i V_i, sum_i a_i]`` per query, or None if the GEMM could cancel."""
+        q_sq = np.einsum("ij,ij->i", Q, Q)
+        error = abs(self.slope) * (Q.shape[1] + 2) * _EPS
+        if error * (q_sq.max(initial=0.0) + self.train.max_sq_norm) > _MAX_GEMM_ERROR:
+            return None
+        queries = np.column_stack([-2.0 * self.slope * Q, np.ones(len(Q)), self.slope * q_sq])
+        A = queries @ self.keys.T
+        np.exp(A, out=A)
+        return A @ self.values
+
+
+# Row sums below this have lost relative precision to subnormals: redo with a shift.
+_UNDERFLOW = 1e-280
+
+
 def _pool_rows(A: np.ndarray, row_max: np.ndarray, V: np.ndarray) -> np.ndarray:
     alpha, empty = _softmax_rows(A, row_max)
     pooled = alpha @ V
@@ -253,9 +290,19 @@ def pool(
         have no training point inside a compact kernel's support.
     """
     V = np.asarray(V, dtype=np.float64)
+    folded = None if kernel.log_slope is None else _FoldedKeys(train, log_w, V, kernel.log_slope)
 
     def fn(chunk, Qc):
-        return _pool_rows(*_log_attention(Qc, train, log_w, kernel, fallback), V)
+        sums = None if folded is None else folded.pooled_sums(Qc)
+        if sums is None:
+            return _pool_rows(*_log_attention(Qc, train, log_w, kernel, fallback), V)
+        pooled = sums[:, :-1]
+        denominator = sums[:, -1]
+        redo = np.flatnonzero(denominator < _UNDERFLOW)
+        pooled /= np.where(denominator < _UNDERFLOW, 1.0, denominator)[:, None]
+        if redo.size:  # every weight underflowed: the log-space path, with the shift
+            pooled[redo] = _pool_rows(*_log_attention(Qc[redo], train, log_w, kernel, fallback), V)
+        return pooled
 
     out = np.empty((Q.shape[0], V.shape[1]))
     return _map_chunks(fn, Q, train, out, n_jobs, working_memory)

@@ -67,6 +67,10 @@ class Kernel:
     log_integral : callable
         ``d -> log ∫_{R^d} K(||x||) dx``; minus it is the log normalising
         constant that makes ``K`` a probability density in ``d`` dimensions.
+    log_slope : float or None
+        ``c`` when ``log K(s) = c s`` exactly (the Gaussian, ``c = -1/2``): the
+        engine then folds the kernel into the distance product (one GEMM gives
+        the log weights directly).  None for every other kernel.
     exact_near_zero : bool
         True when ``K`` is not a smooth function of ``s`` at ``s = 0`` (it is
         a function of ``u = sqrt(s)``), so a rounding error ``e`` in a small
@@ -83,6 +87,7 @@ class Kernel:
     dlog_profile: ArrayFn
     support: float
     log_integral: Callable[[int], float]
+    log_slope: float | None = None
     exact_near_zero: bool = False
     aliases: tuple[str, ...] = ()
 
@@ -143,6 +148,7 @@ _KERNEL_LIST = (
         dlog_profile=lambda s: np.full_like(s, -0.5, dtype=float),
         support=np.inf,
         log_integral=lambda d: 0.5 * d * np.log(2.0 * np.pi),
+        log_slope=-0.5,
     ),
     Kernel(
         name="tophat",

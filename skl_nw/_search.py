@@ -8,6 +8,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from numpy.typing import ArrayLike
+from scipy.stats import rankdata
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, _fit_context, clone, is_classifier
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import check_scoring, get_scorer_names
@@ -425,7 +426,7 @@ class BandwidthSearchCV(MetaEstimatorMixin, BaseEstimator):
                 np.empty(len(candidates), dtype=object), mask=False
             ),
             "mean_test_score": scores,
-            "rank_test_score": (len(scores) - np.argsort(np.argsort(scores))).astype(np.int32),
+            "rank_test_score": rankdata(-scores, method="min").astype(np.int32),
         }
         self.cv_results_["param_bandwidth"][:] = candidates
         self.best_score_ = float(scores[self.best_index_])
