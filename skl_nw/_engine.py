@@ -230,6 +230,8 @@ def _pool_rows(A: np.ndarray, row_max: np.ndarray, V: np.ndarray) -> np.ndarray:
 
 def _chunk_slices(m: int, n: int, n_jobs: int | None, working_memory: float | None):
     """Consecutive query slices whose temporaries fit the memory budget."""
+    if m == 0:
+        return []
     workers = effective_n_jobs(n_jobs)
     if working_memory is None:
         working_memory = get_config()["working_memory"]

@@ -1,0 +1,525 @@
+"""The engine against the naive oracle, direct formulas and scipy.
+
+The engine takes bandwidth-scaled inputs, so ``engine(X / h, Q / h)`` is
+compared with the textbook formula on ``(X, Q, h)``; a few tests go through
+``NadarayaWatsonRegressor`` with a fixed bandwidth instead.
+"""
+
+import dataclasses
+import tracemalloc
+import warnings
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from scipy.special import logsumexp
+from sklearn import config_context
+
+from conftest import PROFILES, naive_predict, naive_weights
+from skl_nw import NadarayaWatsonRegressor
+from skl_nw._engine import attention, log_group_sums, pool, prepare_train
+from skl_nw._kernels import KERNELS, kernel_names
+
+NAMES = kernel_names()
+COMPACT = [name for name in NAMES if np.isfinite(KERNELS[name].support)]
+INFINITE = [name for name in NAMES if not np.isfinite(KERNELS[name].support)]
+# log K(u) of the infinite-support kernels, for sums whose terms underflow.
+LOG_PROFILES = {"gaussian": lambda u: -(u**2) / 2, "exponential": lambda u: -u}
+TINY_BUDGET = "ignore:Could not adhere to working_memory config"
+
+
+def log_weights(w):
+    with np.errstate(divide="ignore"):
+        return np.log(np.asarray(w, dtype=float))
+
+
+def run_engine(X, Q, h, w, kernel, V):
+    """(pool, attention) of the engine on inputs scaled by the bandwidth ``h``."""
+    train, Qs, log_w = prepare_train(X / h), Q / h, log_weights(w)
+    return pool(Qs, train, log_w, V, KERNELS[kernel]), attention(Qs, train, log_w, KERNELS[kernel])
+
+
+def near_queries(rng, X, m, h, w=None, radius=0.5):
+    """Queries within ``radius`` (in bandwidth units) of training points of positive weight.
+
+    Every such query has a positive kernel sum, so the linear-space oracle is defined.
+    """
+    d = X.shape[1]
+    candidates = np.arange(len(X)) if w is None else np.flatnonzero(np.asarray(w) > 0)
+    idx = rng.choice(candidates, m)
+    step = rng.uniform(-1, 1, size=(m, d)) * radius / np.sqrt(d)
+    return X[idx] + step * h
+
+
+# --------------------------------------------------------------------------
+# pool and attention against the naive oracle
+
+
+@pytest.mark.parametrize("factor", [0.3, 1.0, 3.0, "per-feature"])
+@pytest.mark.parametrize("d", [1, 2, 3, 8])
+@pytest.mark.parametrize("kernel", NAMES)
+def test_pool_and_attention_match_naive(rng, kernel, d, factor):
+    n, m, k = 40, 15, 3
+    X = rng.normal(size=(n, d))
+    if factor == "per-feature":
+        h = np.sqrt(d) * rng.uniform(0.3, 3.0, size=d)
+    else:
+        h = factor * np.sqrt(d)
+    w = rng.uniform(0.2, 2.0, size=n)
+    w[rng.choice(n, 5, replace=False)] = 0.0
+    V = rng.normal(size=(n, k))
+    Q = near_queries(rng, X, m, h, w)
+
+    expected_A = naive_weights(X, Q, h, kernel, sample_weight=w)
+    assert np.all(np.isfinite(expected_A))
+    P, A = run_engine(X, Q, h, w, kernel, V)
+    assert P.shape == (m, k) and A.shape == (m, n)
+    assert_allclose(A, expected_A, rtol=1e-10, atol=1e-14)
+    assert_allclose(P, expected_A @ V, rtol=1e-10, atol=1e-12)
+    assert_allclose(A.sum(axis=1), 1.0, rtol=1e-12)
+    assert np.all(A[:, w == 0] == 0.0)
+
+
+@pytest.mark.parametrize("kernel", NAMES)
+def test_regressor_matches_naive_predict(rng, kernel):
+    n, m, d = 50, 20, 3
+    X = rng.normal(size=(n, d))
+    y = rng.normal(size=(n, 2))
+    w = rng.uniform(0.5, 2.0, size=n)
+    h = np.array([0.8, 1.5, 3.0])
+    Q = near_queries(rng, X, m, h)
+    reg = NadarayaWatsonRegressor(bandwidth=h, kernel=kernel).fit(X, y, sample_weight=w)
+    assert_allclose(reg.predict(Q), naive_predict(X, y, Q, h, kernel, w), rtol=1e-10, atol=1e-12)
+    assert_allclose(
+        reg.attention_weights(Q), naive_weights(X, Q, h, kernel, w), rtol=1e-10, atol=1e-14
+    )
+
+
+# --------------------------------------------------------------------------
+# Far from the origin, and queries on training points
+
+
+@pytest.mark.parametrize("spread", [1.0, 10.0])
+@pytest.mark.parametrize("d", [1, 3, 8])
+@pytest.mark.parametrize("kernel", NAMES)
+def test_far_from_origin(rng, kernel, d, spread):
+    offset, n, m, h = 1e6, 40, 20, 1.0
+    X = offset + spread * rng.normal(size=(n, d))
+    y = rng.normal(size=(n, 2))
+    w = rng.uniform(0.5, 2.0, size=n)
+    Q = near_queries(rng, X, m, h)
+    if kernel in INFINITE:
+        # Queries anywhere in the cloud, not only near training points.
+        Q[m // 2 :] = offset + spread * rng.normal(size=(m - m // 2, d))
+    # The direct formula on exact differences: x - 1e6 is exact for x in [5e5, 2e6].
+    expected_A = naive_weights(X - offset, Q - offset, h, kernel, w)
+    assert np.all(np.isfinite(expected_A))
+
+    P, A = run_engine(X, Q, h, w, kernel, y)
+    assert_allclose(A, expected_A, rtol=1e-10, atol=1e-14)
+    assert_allclose(P, expected_A @ y, rtol=1e-10, atol=1e-12)
+
+    reg = NadarayaWatsonRegressor(bandwidth=h, kernel=kernel).fit(X, y, sample_weight=w)
+    assert_allclose(reg.predict(Q), expected_A @ y, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("h", [0.5, 2.0])
+@pytest.mark.parametrize("kernel", NAMES)
+def test_queries_on_training_points(rng, kernel, h):
+    # d = 5: the squared distances come from the BLAS expansion, whose rounding
+    # error e would become sqrt(e) ~ 1e-7 in a kernel of u = sqrt(s) (exponential,
+    # linear) at a query that coincides with a training point.
+    n, m, d = 60, 30, 5
+    X = rng.normal(size=(n, d))
+    y = rng.normal(size=(n, 3))
+    w = rng.uniform(0.5, 2.0, size=n)
+    Q = np.vstack([X[rng.choice(n, m - 5, replace=False)], near_queries(rng, X, 5, h)])
+    expected_A = naive_weights(X, Q, h, kernel, w)
+    P, A = run_engine(X, Q, h, w, kernel, y)
+    assert_allclose(A, expected_A, rtol=1e-10, atol=1e-14)
+    assert_allclose(P, expected_A @ y, rtol=1e-10, atol=1e-12)
+
+    reg = NadarayaWatsonRegressor(bandwidth=h, kernel=kernel).fit(X, y, sample_weight=w)
+    assert_allclose(reg.predict(Q), expected_A @ y, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("kernel", ["exponential", "linear"])
+def test_queries_on_training_points_far_from_origin(rng, kernel):
+    offset, n, d = 1e6, 50, 5
+    X = offset + rng.normal(size=(n, d))
+    y = rng.normal(size=n)
+    Q = X[::2].copy()
+    reg = NadarayaWatsonRegressor(bandwidth=1.0, kernel=kernel).fit(X, y)
+    expected = naive_predict(X - offset, y, Q - offset, 1.0, kernel)
+    assert_allclose(reg.predict(Q), expected, rtol=1e-10, atol=1e-12)
+
+
+# --------------------------------------------------------------------------
+# Log space: tiny and huge bandwidths, ties
+
+
+@pytest.mark.parametrize("d", [1, 3])
+@pytest.mark.parametrize("kernel", NAMES)
+def test_tiny_bandwidth_gives_nearest_target(rng, kernel, d):
+    # Points on a lattice 0.1 apart, h = 1e-4: the nearest point is 450 bandwidths
+    # closer than any other, so its weight is 1 up to exp(-450) (compact kernels
+    # have an empty support and fall back to the nearest point).
+    grid = np.stack(np.meshgrid(*[np.arange(5)] * d, indexing="ij"), -1).reshape(-1, d)
+    X = 0.1 * rng.permutation(grid)
+    n, m = len(X), 40
+    y = rng.normal(size=n)
+    w = rng.uniform(0.5, 2.0, size=n)
+    nearest = rng.choice(n, m)
+    Q = X[nearest] + rng.uniform(-0.02, 0.02, size=(m, d))
+    Q[:5] = X[nearest[:5]]  # and exactly on training points
+
+    reg = NadarayaWatsonRegressor(bandwidth=1e-4, kernel=kernel).fit(X, y, sample_weight=w)
+    pred = reg.predict(Q)
+    assert np.all(np.isfinite(pred))
+    assert_allclose(pred, y[nearest], rtol=1e-12, atol=1e-14)
+    A = reg.attention_weights(Q)
+    assert_allclose(A, np.eye(n)[nearest], atol=1e-14)
+    if kernel == "gaussian":
+        # What the linear-space formula gives: 0 / 0.
+        with np.errstate(all="ignore"):
+            assert np.isnan(naive_predict(X, y, Q[5:], 1e-4, kernel)).any()
+
+
+@pytest.mark.parametrize("kernel", NAMES)
+def test_exact_ties_split_evenly(kernel):
+    rng = np.random.default_rng(7)
+    # Already scaled: points 1000 bandwidths apart, queries exactly halfway.
+    X = 1000.0 * np.arange(10.0)[:, None]
+    y = rng.normal(size=(10, 2))
+    Q = np.array([[500.0], [1500.0], [4500.0], [8500.0]])
+    pairs = np.array([[0, 1], [1, 2], [4, 5], [8, 9]])
+    train = prepare_train(X)
+
+    uniform = np.zeros(10)
+    P = pool(Q, train, uniform, y, KERNELS[kernel])
+    assert_allclose(P, y[pairs].mean(axis=1), rtol=1e-12, atol=1e-15)
+    A = attention(Q, train, uniform, KERNELS[kernel])
+    expected_A = np.zeros((4, 10))
+    expected_A[np.arange(4)[:, None], pairs] = 0.5
+    assert_allclose(A, expected_A, rtol=1e-12, atol=0)
+
+    # Weighted ties share in proportion to the sample weights.  (Here log K = -125000
+    # for the gaussian, whose ulp, 1.5e-11, bounds the accuracy of log K + log w: the
+    # same as a relative rounding error of s would cause; hence rtol=1e-10.)
+    w = rng.uniform(0.5, 2.0, size=10)
+    P = pool(Q, train, np.log(w), y, KERNELS[kernel])
+    wp = w[pairs][..., None]
+    assert_allclose(P, (wp * y[pairs]).sum(axis=1) / wp.sum(axis=1), rtol=1e-10, atol=1e-15)
+
+
+@pytest.mark.parametrize("kernel", NAMES)
+def test_exact_ties_through_the_regressor(kernel):
+    # Dyadic data and bandwidth, so that scaling and centring are exact and
+    # halfway queries are exactly tied: h ~ 1.2e-4 on points 0.125 apart.
+    rng = np.random.default_rng(8)
+    X = np.column_stack([0.125 * np.arange(8.0), np.zeros(8)])
+    y = rng.normal(size=8)
+    Q = np.column_stack([0.0625 + 0.125 * np.arange(7.0), np.zeros(7)])
+    reg = NadarayaWatsonRegressor(bandwidth=2.0**-13, kernel=kernel).fit(X, y)
+    assert_allclose(reg.predict(Q), (y[:-1] + y[1:]) / 2, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("kernel", NAMES)
+def test_huge_bandwidth_gives_weighted_mean(rng, kernel):
+    n, m, d = 30, 10, 3
+    X = rng.normal(size=(n, d))
+    y = rng.normal(size=(n, 2))
+    w = rng.uniform(0.0, 2.0, size=n)
+    Q = rng.normal(size=(m, d))
+    reg = NadarayaWatsonRegressor(bandwidth=1e8, kernel=kernel).fit(X, y, sample_weight=w)
+    pred = reg.predict(Q)
+    weighted_mean = w @ y / w.sum()
+    # Kernels of u (not u**2) differ from 1 by ~u ~ 1e-8.
+    assert_allclose(pred, np.broadcast_to(weighted_mean, pred.shape), rtol=1e-6, atol=1e-7)
+    assert_allclose(pred, naive_predict(X, y, Q, 1e8, kernel, w), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+@pytest.mark.parametrize("kernel", INFINITE)
+def test_queries_where_every_weight_underflows(rng, kernel, d):
+    # A tight cluster (already scaled) and queries 20 to 45 bandwidths away: from
+    # about 38 on, every gaussian weight underflows to 0 (or a subnormal) in linear
+    # space, while the squared norms stay small enough for a BLAS expansion.
+    n, m = 30, 26
+    X = 0.5 * rng.normal(size=(n, d))
+    V = rng.normal(size=(n, 2))
+    w = rng.uniform(0.5, 2.0, size=n)
+    direction = rng.normal(size=(m, d))
+    direction /= np.linalg.norm(direction, axis=1, keepdims=True)
+    Q = np.linspace(20, 45, m)[:, None] * direction
+    u = np.sqrt(((Q[:, None] - X[None]) ** 2).sum(-1))
+    logits = np.log(w) + LOG_PROFILES[kernel](u)
+    alpha = np.exp(logits - logsumexp(logits, axis=1, keepdims=True))
+
+    train = prepare_train(X)
+    P = pool(Q, train, np.log(w), V, KERNELS[kernel])
+    A = attention(Q, train, np.log(w), KERNELS[kernel])
+    assert np.all(np.isfinite(P)) and np.all(np.isfinite(A))
+    assert_allclose(A, alpha, rtol=1e-10, atol=1e-300)
+    assert_allclose(P, alpha @ V, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("scale, h", [(1.0, 1e-8), (1.0, 1e-3), (1.0, 1e4), (1e120, 1.0)])
+@pytest.mark.parametrize("kernel", NAMES)
+def test_finite_inputs_give_finite_outputs(rng, kernel, scale, h):
+    n, m, d = 50, 30, 3
+    X = scale * rng.normal(size=(n, d))
+    y = rng.normal(size=n)
+    w = rng.uniform(0.0, 1.0, size=n)
+    Q = scale * rng.normal(size=(m, d))
+    reg = NadarayaWatsonRegressor(bandwidth=h, kernel=kernel).fit(X, y, sample_weight=w)
+    pred = reg.predict(Q)
+    A = reg.attention_weights(Q)
+    assert np.all(np.isfinite(pred))
+    assert np.all(np.isfinite(A))
+    assert_allclose(A.sum(axis=1), 1.0, rtol=1e-12)
+    assert np.all(A[:, w == 0] == 0)
+    # A convex combination of the targets.
+    assert np.all(pred >= y.min() - 1e-12) and np.all(pred <= y.max() + 1e-12)
+
+
+# --------------------------------------------------------------------------
+# Compact kernels: queries with no training point inside the support
+
+
+def direct_nearest_mean(X, Q, y, w):
+    """Weighted mean target of the nearest positive-weight training point(s), in a loop."""
+    out = []
+    for q in Q:
+        d2 = ((X - q) ** 2).sum(axis=1)
+        d2[w == 0] = np.inf
+        tied = d2 == d2.min()
+        out.append((w[tied, None] * y[tied]).sum(axis=0) / w[tied].sum())
+    return np.array(out)
+
+
+@pytest.mark.parametrize("kernel", COMPACT)
+def test_fallback_nearest_and_nan_by_hand(kernel):
+    # Already scaled, support radius 1: points 3 apart leave gaps.
+    X = np.array([[0.0], [3.0], [6.0], [9.0], [30.0]])
+    y = np.array([[1.0], [2.0], [4.0], [8.0], [16.0]])
+    w = np.array([1.0, 3.0, 1.0, 0.0, 1.0])
+    Q = np.array(
+        [
+            [1.5],  # tied between 0 and 3: (1 * 1 + 3 * 2) / 4
+            [4.0],  # u = 1 from 3 (K = 0): nearest is 3
+            [-50.0],  # nearest is 0
+            [9.2],  # inside the support of a zero-weight point only: nearest positive is 6
+            [7.5],  # tied between 6 and the zero-weight 9: 6
+            [100.0],  # nearest is 30
+            [0.5],  # inside the support of 0: not a fallback
+        ]
+    )
+    inside = np.array([False] * 6 + [True])
+    expected = np.array([[7 / 4], [2.0], [1.0], [4.0], [4.0], [16.0], [1.0]])
+    train = prepare_train(X)
+    k = KERNELS[kernel]
+
+    P = pool(Q, train, log_weights(w), y, k)
+    assert_allclose(P, expected, rtol=1e-12)
+    A = attention(Q, train, log_weights(w), k)
+    assert_allclose(A[0], [0.25, 0.75, 0, 0, 0], rtol=1e-12)
+    assert_allclose(A[:, 3], 0.0, atol=0)
+    assert_allclose(A @ y, expected, rtol=1e-12)
+
+    P = pool(Q, train, log_weights(w), y, k, fallback="nan")
+    A = attention(Q, train, log_weights(w), k, fallback="nan")
+    assert np.all(np.isnan(P[~inside])) and np.all(np.isnan(A[~inside]))
+    assert_allclose(P[inside], expected[inside], rtol=1e-12)
+    assert_allclose(A[inside], [[1.0, 0, 0, 0, 0]], rtol=1e-12)
+
+
+@pytest.mark.parametrize("d", [1, 3, 5])
+@pytest.mark.parametrize("kernel", COMPACT)
+def test_fallback_random(rng, kernel, d):
+    n, m, h = 40, 30, 0.2
+    X = rng.normal(size=(n, d))
+    y = rng.normal(size=(n, 2))
+    w = rng.uniform(0.5, 2.0, size=n)
+    w[rng.choice(n, 10, replace=False)] = 0.0
+    Q = np.vstack([3 * rng.normal(size=(m, d)), near_queries(rng, X, 10, h, w)])
+    u = np.sqrt((((Q[:, None] - X[None]) / h) ** 2).sum(-1))
+    has_support = ((u < 1) & (w > 0)).any(axis=1)
+    assert (~has_support).sum() >= 10 and has_support.sum() >= 10
+
+    # Nearest: the weighted mean target of the nearest positive-weight point(s).
+    reg = NadarayaWatsonRegressor(bandwidth=h, kernel=kernel).fit(X, y, sample_weight=w)
+    pred = reg.predict(Q)
+    assert_allclose(pred[~has_support], direct_nearest_mean(X, Q[~has_support], y, w), rtol=1e-12)
+    expected_inside = naive_predict(X, y, Q[has_support], h, kernel, w)
+    assert_allclose(pred[has_support], expected_inside, rtol=1e-10, atol=1e-12)
+
+    # Zero-weight training points are never chosen.
+    A = reg.attention_weights(Q)
+    assert np.all(A[:, w == 0] == 0)
+
+    # NaN: exactly the rows without support.
+    reg_nan = NadarayaWatsonRegressor(bandwidth=h, kernel=kernel, fallback="nan")
+    reg_nan.fit(X, y, sample_weight=w)
+    pred = reg_nan.predict(Q)
+    assert np.all(np.isnan(pred[~has_support]))
+    assert_allclose(pred[has_support], expected_inside, rtol=1e-10, atol=1e-12)
+    A = reg_nan.attention_weights(Q)
+    assert np.all(np.isnan(A[~has_support])) and np.all(np.isfinite(A[has_support]))
+
+
+# --------------------------------------------------------------------------
+# log_group_sums
+
+
+def naive_group_sums(X, Q, h, kernel, w, starts):
+    u = np.sqrt((((Q[:, None] - X[None]) / h) ** 2).sum(-1))
+    K = PROFILES[kernel](u) * w
+    return np.add.reduceat(K, starts, axis=1)
+
+
+@pytest.mark.parametrize("d", [1, 3, 8])
+@pytest.mark.parametrize("kernel", NAMES)
+def test_log_group_sums_match_naive(rng, kernel, d):
+    n, m = 40, 25
+    starts = np.array([0, 5, 6, 17, 30])
+    X = rng.normal(size=(n, d))
+    h = 0.7 * np.sqrt(d)
+    w = rng.uniform(0.2, 2.0, size=n)
+    w[[3, 20]] = 0.0
+    Q = np.vstack([near_queries(rng, X, m - 5, h, w), 3 * rng.normal(size=(5, d))])
+    expected = naive_group_sums(X, Q, h, kernel, w, starts)
+    with np.errstate(divide="ignore"):
+        expected = np.log(expected)
+    # fallback="nan" keeps empty rows empty: the sums are then exact (log 0 = -inf).
+    train, log_w, k = prepare_train(X / h), log_weights(w), KERNELS[kernel]
+    L = log_group_sums(Q / h, train, log_w, starts, k, fallback="nan")
+    assert L.shape == (m, len(starts))
+    assert not np.any(np.isnan(L))
+    assert_allclose(L, expected, rtol=1e-10, atol=1e-10)
+    if kernel in COMPACT:
+        assert np.any(L == -np.inf)
+    nonempty = np.isfinite(expected).any(axis=1)
+    L_nearest = log_group_sums(Q / h, train, log_w, starts, k)
+    assert_allclose(L_nearest[nonempty], expected[nonempty], rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("kernel", INFINITE)
+def test_log_group_sums_far_group_stays_finite(rng, kernel):
+    # Group 1 is ~2000 bandwidths away from every query: its linear-space sum
+    # underflows to 0, its log-sum is about -2e6 (gaussian) or -2000 (exponential).
+    n0, n1, d, m = 20, 15, 3, 10
+    X = np.vstack([rng.normal(size=(n0, d)), 2000.0 + rng.normal(size=(n1, d))])
+    w = rng.uniform(0.5, 2.0, size=n0 + n1)
+    starts = np.array([0, n0])
+    Q = rng.normal(size=(m, d))
+    L = log_group_sums(Q, prepare_train(X), np.log(w), starts, KERNELS[kernel])
+    assert np.all(np.isfinite(L))
+
+    u = np.sqrt(((Q[:, None] - X[None]) ** 2).sum(-1))
+    log_terms = np.log(w) + LOG_PROFILES[kernel](u)
+    expected = np.column_stack(
+        [logsumexp(log_terms[:, :n0], axis=1), logsumexp(log_terms[:, n0:], axis=1)]
+    )
+    assert_allclose(L, expected, rtol=1e-10)
+    with np.errstate(divide="ignore"):
+        assert np.all(np.log(naive_group_sums(X, Q, 1.0, kernel, w, starts))[:, 1] == -np.inf)
+
+
+# --------------------------------------------------------------------------
+# Chunking, threads and memory
+
+
+def counting(kernel):
+    """The record of ``kernel`` with a log-profile that records its input shapes."""
+    shapes = []
+    record = KERNELS[kernel]
+
+    def log_profile(s):
+        shapes.append(s.shape)
+        return record.log_profile(s)
+
+    return dataclasses.replace(record, log_profile=log_profile), shapes
+
+
+@pytest.mark.filterwarnings(TINY_BUDGET)
+@pytest.mark.parametrize("kernel", ["gaussian", "linear", "cosine"])
+def test_chunking_and_threads_do_not_change_results(rng, kernel):
+    n, m, d = 300, 120, 3
+    X = rng.normal(size=(n, d))
+    V = rng.normal(size=(n, 2))
+    w = rng.uniform(0.2, 2.0, size=n)
+    starts = np.array([0, 100, 250])
+    Q = near_queries(rng, X, m, 1.0)
+    train, log_w = prepare_train(X), np.log(w)
+
+    def all_three(**kwargs):
+        # The record's log-profile sees each chunk of squared distances (a
+        # kernel with a fast path may skip it in some functions, not in all).
+        k, shapes = counting(kernel)
+        results = (
+            pool(Q, train, log_w, V, k, **kwargs),
+            attention(Q, train, log_w, k, **kwargs),
+            log_group_sums(Q, train, log_w, starts, k, **kwargs),
+        )
+        assert shapes and all(shape[1] == n for shape in shapes)
+        return results, [shape[0] for shape in shapes]
+
+    reference, rows = all_three()
+    assert max(rows) == m  # one chunk per call by default
+    expected_A = naive_weights(X, Q, 1.0, kernel, w)
+    assert_allclose(reference[0], expected_A @ V, rtol=1e-10, atol=1e-12)
+    assert_allclose(reference[1], expected_A, rtol=1e-10, atol=1e-14)
+
+    for working_memory in (1e-9, 0.1):
+        for n_jobs in (1, 2):
+            results, rows = all_three(n_jobs=n_jobs, working_memory=working_memory)
+            assert max(rows) < m
+            if working_memory == 1e-9:
+                assert max(rows) == 1 and len(rows) >= m
+            for got, want in zip(results, reference, strict=True):
+                assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+
+    # The same through the estimator and scikit-learn's global budget.
+    y = V[:, 0]
+    reg = NadarayaWatsonRegressor(bandwidth=1.0, kernel=kernel).fit(X, y, sample_weight=w)
+    want = reg.predict(Q)
+    for n_jobs in (1, 2):
+        reg.set_params(n_jobs=n_jobs)
+        with config_context(working_memory=1e-9):
+            assert_allclose(reg.predict(Q), want, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize(
+    "kernel, n_jobs", [(kernel, None) for kernel in NAMES] + [("gaussian", 2), ("linear", 2)]
+)
+def test_predict_memory_is_bounded_by_working_memory(rng, kernel, n_jobs):
+    n, m, d, budget_mib, slack_mib = 2000, 20000, 3, 8, 2
+    X = rng.normal(size=(n, d))
+    y = rng.normal(size=n)
+    Q = rng.normal(size=(m, d))
+    reg = NadarayaWatsonRegressor(bandwidth=0.5, kernel=kernel, n_jobs=n_jobs).fit(X, y)
+    with config_context(working_memory=budget_mib):
+        tracemalloc.start()
+        try:
+            tracemalloc.reset_peak()
+            pred = reg.predict(Q)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert pred.shape == (m,) and np.all(np.isfinite(pred))
+    # An (m, n) float matrix would be 305 MiB.
+    assert peak - pred.nbytes < (budget_mib + slack_mib) * 2**20, peak / 2**20
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "tophat"])
+def test_no_queries_gives_empty_results_without_warnings(kernel):
+    # Arrays in, arrays out: zero queries is an empty result, not a (misleading)
+    # "Could not adhere to working_memory config" warning.
+    train = prepare_train(np.random.default_rng(3).normal(size=(10, 3)))
+    Q, log_w, k = np.empty((0, 3)), np.zeros(10), KERNELS[kernel]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert pool(Q, train, log_w, np.ones((10, 2)), k).shape == (0, 2)
+        assert attention(Q, train, log_w, k).shape == (0, 10)
+        assert log_group_sums(Q, train, log_w, np.array([0, 4]), k).shape == (0, 2)
