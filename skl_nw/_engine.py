@@ -24,14 +24,20 @@ from collections.abc import Callable
 
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
+from scipy.sparse import csr_matrix
+from scipy.sparse import vstack as sparse_vstack
+from scipy.special import logsumexp
 from sklearn import get_config
+from sklearn.neighbors import BallTree, KDTree
 from sklearn.utils import gen_even_slices
 from sklearn.utils._chunking import get_chunk_n_rows
+from threadpoolctl import threadpool_limits
 
 from ._kernels import Kernel
 
 __all__ = [
     "attention",
+    "choose_algorithm",
     "log_group_sums",
     "loo_loss_grad",
     "loo_pool",
@@ -53,6 +59,7 @@ _MAX_CHUNK_PAIRS = 1 << 21
 _MAX_GEMM_ERROR = 1e-12
 # At most this many features, direct differences cost no more than a GEMM.
 _DIRECT_MAX_FEATURES = 2
+_TREES = {"kd_tree": KDTree, "ball_tree": BallTree}
 
 
 class TrainSet:
@@ -62,6 +69,17 @@ class TrainSet:
     ----------
     X : ndarray of shape (n_samples, n_features)
         Bandwidth-scaled training inputs.
+    algorithm : {"brute", "kd_tree", "ball_tree"}, default="brute"
+        Whether to build a scikit-learn tree over the inputs.
+    leaf_size : int, default=40
+        Leaf size of the tree.
+    active : ndarray of bool of shape (n_samples,), default=None
+        Rows that can carry weight (positive sample weight); only they enter
+        the trees, so a neighbour search never returns a weightless point.
+    groups : ndarray of int, default=None
+        First row of each contiguous group (the classes of the classifier);
+        each group gets its own tree, so each group's kernel sum is truncated
+        relative to its own mass.  None: one group.
 
     Attributes
     ----------
@@ -72,22 +90,50 @@ class TrainSet:
         Centred inputs.
     sq_norms : ndarray of shape (n_samples,)
         Squared norms of the centred inputs.
+    trees : list of _GroupTree
+        One tree per group over its active rows; empty for brute force.
     """
 
-    def __init__(self, X: np.ndarray) -> None:
+    def __init__(
+        self,
+        X: np.ndarray,
+        algorithm: str = "brute",
+        leaf_size: int = 40,
+        active: np.ndarray | None = None,
+        groups: np.ndarray | None = None,
+    ) -> None:
         self.center = X.mean(axis=0)
         self.X = np.ascontiguousarray(X - self.center)
         self.sq_norms = np.einsum("ij,ij->i", self.X, self.X)
         self.max_sq_norm = float(self.sq_norms.max()) if len(self.sq_norms) else 0.0
+        self.trees = []
+        if algorithm != "brute":
+            bounds = np.append([0] if groups is None else groups, len(X))
+            for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+                rows = np.arange(lo, hi)
+                rows = rows if active is None else rows[active[lo:hi]]
+                if len(rows):
+                    self.trees.append(_GroupTree(self.X, rows, algorithm, leaf_size))
+
+    @property
+    def tree(self):
+        """The trees (one per group) of the tree path, or None for brute force."""
+        return [t.tree for t in self.trees] or None
 
     @property
     def n_samples(self) -> int:
         return self.X.shape[0]
 
 
-def prepare_train(X: np.ndarray) -> TrainSet:
-    """Centre bandwidth-scaled training inputs once, at fit."""
-    return TrainSet(np.asarray(X, dtype=np.float64))
+def prepare_train(
+    X: np.ndarray,
+    algorithm: str = "brute",
+    leaf_size: int = 40,
+    active: np.ndarray | None = None,
+    groups: np.ndarray | None = None,
+) -> TrainSet:
+    """Centre bandwidth-scaled training inputs once, at fit (and build the trees)."""
+    return TrainSet(np.asarray(X, dtype=np.float64), algorithm, leaf_size, active, groups)
 
 
 def _sq_distances(Q: np.ndarray, train: TrainSet, kernel: Kernel) -> np.ndarray:
@@ -228,48 +274,263 @@ def _pool_rows(A: np.ndarray, row_max: np.ndarray, V: np.ndarray) -> np.ndarray:
     return pooled
 
 
-def _chunk_slices(m: int, n: int, n_jobs: int | None, working_memory: float | None):
-    """Consecutive query slices whose temporaries fit the memory budget."""
-    if m == 0:
-        return []
+def _budget(n_jobs: int | None, working_memory: float | None) -> tuple[int, float]:
+    """Worker count and the memory budget of each, in MiB."""
     workers = effective_n_jobs(n_jobs)
     if working_memory is None:
         working_memory = get_config()["working_memory"]
-    budget = working_memory / workers
-    rows = get_chunk_n_rows(
-        row_bytes=_BYTES_PER_PAIR * max(n, 1), max_n_rows=m, working_memory=budget
-    )
-    rows = max(1, min(rows, _MAX_CHUNK_PAIRS // max(n, 1)))
-    return [slice(start, min(start + rows, m)) for start in range(0, m, rows)]
+    return workers, working_memory / workers
+
+
+def _dense_chunk_rows(n: int, budget_mib: float) -> int:
+    """Rows per brute-force chunk: within the budget, and small enough for the cache."""
+    rows = get_chunk_n_rows(row_bytes=_BYTES_PER_PAIR * max(n, 1), working_memory=budget_mib)
+    return max(1, min(rows, _MAX_CHUNK_PAIRS // max(n, 1)))
 
 
 def _map_chunks(
-    fn: Callable[[slice, np.ndarray], np.ndarray],
+    fn: Callable[[slice, np.ndarray], object],
     Q: np.ndarray | None,
     train: TrainSet,
-    out: np.ndarray,
-    n_jobs: int | None,
-    working_memory: float | None,
-) -> np.ndarray:
-    """Fill ``out[chunk] = fn(chunk, Q[chunk] - center)`` over query chunks, in threads.
+    rows: int,
+    workers: int,
+    out: np.ndarray | None = None,
+) -> list | np.ndarray:
+    """Apply ``fn(chunk, Q[chunk] - center)`` over chunks of ``rows`` queries, in threads.
 
-    ``Q=None`` queries the (already centred) training points themselves.
+    ``Q=None`` queries the (already centred) training points themselves.  The
+    results fill ``out[chunk]`` if given, else come back as a list in order.
+    With several workers BLAS runs single-threaded, so threads do not
+    oversubscribe the cores.
     """
     m = train.n_samples if Q is None else Q.shape[0]
-    slices = _chunk_slices(m, train.n_samples, n_jobs, working_memory)
+    slices = [slice(start, min(start + rows, m)) for start in range(0, m, rows)]
+    results = [None] * len(slices)
 
-    def run(batch):
-        for chunk in batch:
+    def run(indices):
+        for i in indices:
+            chunk = slices[i]
             Qc = train.X[chunk] if Q is None else Q[chunk] - train.center
-            out[chunk] = fn(chunk, Qc)
+            results[i] = fn(chunk, Qc)
+            if out is not None:
+                out[chunk] = results[i]
+                results[i] = None
 
-    workers = min(effective_n_jobs(n_jobs), len(slices))
+    workers = min(workers, len(slices))
     if workers <= 1:
-        run(slices)
+        run(range(len(slices)))
     else:
-        batches = [slices[s] for s in gen_even_slices(len(slices), workers)]
-        Parallel(n_jobs=workers, prefer="threads")(delayed(run)(b) for b in batches)
-    return out
+        batches = [range(len(slices))[s] for s in gen_even_slices(len(slices), workers)]
+        with threadpool_limits(limits=1, user_api="blas"):
+            Parallel(n_jobs=workers, prefer="threads")(delayed(run)(b) for b in batches)
+    return results if out is None else out
+
+
+def _rows_for(Q, train, log_w, kernel, margin, n_jobs, working_memory, factor=1.0):
+    workers, budget = _budget(n_jobs, working_memory)
+    if not train.trees:
+        return _dense_chunk_rows(train.n_samples, budget), workers
+    Qc = train.X if Q is None else Q - train.center
+    return _tree_chunk_rows(Qc, train, log_w, kernel, margin, budget, factor), workers
+
+
+# ----------------------------------------------------------------- tree path
+# Bytes per neighbour on the tree path: index, distance, row id, log weight,
+# weight (8 each) and the sparse matrix built from them.
+_BYTES_PER_NEIGHBOUR = 64
+# Queries whose neighbour counts size the tree path's chunks.
+_PROBE_QUERIES = 256
+_MAX_TREE_CHUNK = 4096
+
+
+def _lengths(arrays: np.ndarray) -> np.ndarray:
+    """Lengths of the arrays of an object array (as ``query_radius`` returns)."""
+    return np.fromiter(map(len, arrays), dtype=np.intp, count=len(arrays))
+
+
+class _GroupTree:
+    """A scikit-learn tree over some training rows (one group, e.g. one class)."""
+
+    def __init__(self, X: np.ndarray, rows: np.ndarray, algorithm: str, leaf_size: int):
+        self.rows = rows
+        self.tree = _TREES[algorithm](X[rows], leaf_size=leaf_size)
+
+    def nearest(self, Q: np.ndarray, exclude: np.ndarray | None) -> np.ndarray:
+        """Distance to the nearest point, skipping ``exclude`` (by index); inf if none."""
+        k = min(1 if exclude is None else 2, len(self.rows))
+        dist, ind = self.tree.query(Q, k=k)
+        if exclude is None:
+            return dist[:, 0]
+        other = self.rows[ind] != exclude[:, None]
+        d_nn = dist[np.arange(len(Q)), np.argmax(other, axis=1)]
+        return np.where(other.any(axis=1), d_nn, np.inf)
+
+    def within(self, Q: np.ndarray, radius: np.ndarray):
+        """``(row, col, distance)`` of every point within ``radius`` of each query."""
+        ind, dist = self.tree.query_radius(Q, radius, return_distance=True)
+        row = np.repeat(np.arange(len(Q)), _lengths(ind))
+        if not len(Q):
+            return row, np.empty(0, np.intp), np.empty(0)
+        return row, self.rows[np.concatenate(ind)], np.concatenate(dist)
+
+
+def _concat(parts):
+    return tuple(np.concatenate(column) for column in zip(*parts, strict=True))
+
+
+def _tree_margins(train: TrainSet, log_w: np.ndarray, rtol: float) -> list[float]:
+    """Per tree, ``log(rtol) + log(smallest weight) - log(total weight)`` of its points.
+
+    Everything of a tree outside radius ``r`` weighs at most ``W K(r^2)`` (``W``
+    its total weight) and its included mass is at least the nearest point's own
+    term ``w_min K(s_nn)``: stopping where ``log K(r^2) = log K(s_nn) + margin``
+    keeps the excluded mass below ``rtol`` times the included one, tree by tree
+    (so each class of the classifier keeps its own log-probability).
+    """
+    with np.errstate(divide="ignore"):
+        return [
+            float(np.log(rtol) + log_w[t.rows].min() - logsumexp(log_w[t.rows]))
+            for t in train.trees
+        ]
+
+
+def _tree_log_attention(Q, train, log_w, kernel, fallback, margins, factor=1.0, exclude=None):
+    """Sparse log attention of a chunk: ``(row, col, a, row_max)`` in COO form.
+
+    The search radius, for bandwidths ``factor`` times the tree's, is the
+    kernel's support for compact kernels (exact).  For infinite support it is
+    chosen per query and per tree from the query's nearest neighbour in that
+    tree and the tree's margin (see :func:`_tree_margins`), so the excluded mass
+    is at most ``rtol`` times the included one and the prediction moves by at
+    most ``rtol * (max y - min y)``.  ``exclude`` drops one training index per
+    row (leave-one-out), and empty rows follow ``fallback`` as on the brute path.
+    """
+    m = len(Q)
+    parts = []
+    for tree, margin in zip(train.trees, margins, strict=True):
+        if kernel.compact:
+            radius = np.full(m, factor * kernel.support)
+        elif margin == -np.inf:  # rtol = 0: every point
+            radius = np.full(m, np.inf)
+        else:
+            d_nn = tree.nearest(Q, exclude)
+            s_nn = np.where(np.isfinite(d_nn), d_nn / factor, 0.0) ** 2
+            level = kernel.log_profile(s_nn) + margin
+            radius = factor * np.sqrt(kernel.log_profile_inverse(level))
+        parts.append(tree.within(Q, radius))
+    row, col, dist = _concat(parts)
+    if exclude is not None:
+        keep = col != exclude[row]
+        row, col, dist = row[keep], col[keep], dist[keep]
+    s = dist / factor
+    s *= s
+    a = kernel.log_profile(s)
+    a += log_w[col]
+    row_max = np.full(m, -np.inf)
+    np.maximum.at(row_max, row, a)
+    empty = np.flatnonzero(row_max == -np.inf)
+    if empty.size and fallback == "nearest":
+        Qe = Q[empty]
+        ex = None if exclude is None else exclude[empty]
+        d_nn = np.min([tree.nearest(Qe, ex) for tree in train.trees], axis=0)
+        found = np.isfinite(d_nn)
+        # query and query_radius may round a distance differently: search a hair
+        # wider, then keep the points at the smallest distance returned.
+        radius = np.where(found, d_nn * (1 + 1e-9) + 1e-300, 0.0)
+        e_row, e_col, e_dist = _concat([tree.within(Qe, radius) for tree in train.trees])
+        if ex is not None:
+            e_dist[e_col == ex[e_row]] = np.inf
+        nearest = np.full(len(Qe), np.inf)
+        np.minimum.at(nearest, e_row, e_dist)
+        tie = (e_dist == nearest[e_row]) & np.isfinite(e_dist)
+        e_row, e_col = empty[e_row[tie]], e_col[tie]
+        row, col = np.concatenate([row, e_row]), np.concatenate([col, e_col])
+        a = np.concatenate([a, log_w[e_col]])
+        np.maximum.at(row_max, e_row, log_w[e_col])
+    return row, col, a, row_max
+
+
+def _coo_exp(row, a, row_max):
+    """``exp(a - row_max)`` per entry; empty rows (max -inf) contribute nothing."""
+    return np.exp(a - np.where(np.isfinite(row_max), row_max, 0.0)[row])
+
+
+def _tree_pool_rows(row, col, a, row_max, V):
+    m, n = len(row_max), V.shape[0]
+    e = _coo_exp(row, a, row_max)
+    denominator = np.bincount(row, weights=e, minlength=m)
+    pooled = np.asarray(csr_matrix((e, (row, col)), shape=(m, n)) @ V)
+    empty = row_max == -np.inf
+    pooled /= np.where(empty, 1.0, denominator)[:, None]
+    pooled[empty] = np.nan
+    return pooled
+
+
+def _tree_group_rows(row, col, a, row_max, groups, n_groups):
+    m = len(row_max)
+    key = row * n_groups + groups[col]
+    group_max = np.full(m * n_groups, -np.inf)
+    np.maximum.at(group_max, key, a)
+    shift = np.where(np.isfinite(group_max), group_max, 0.0)
+    sums = np.bincount(key, weights=np.exp(a - shift[key]), minlength=m * n_groups)
+    with np.errstate(divide="ignore"):
+        return (np.log(sums) + shift).reshape(m, n_groups)
+
+
+def _tree_chunk_rows(Q, train, log_w, kernel, margin, budget_mib, factor=1.0) -> int:
+    """Rows per tree chunk: the probed neighbour count fills at most half the budget.
+
+    A chunk of queries with many more neighbours than the probe can exceed
+    the budget; it never holds more than ``rows * n_active`` entries.
+    """
+    probe = Q[:: max(1, len(Q) // _PROBE_QUERIES)][:_PROBE_QUERIES]
+    row, *_ = _tree_log_attention(probe, train, log_w, kernel, "nan", margin, factor)
+    mean_count = max(len(row) / max(len(probe), 1), 1.0)
+    entries = budget_mib * 2**20 / _BYTES_PER_NEIGHBOUR / 2
+    return int(np.clip(entries / mean_count, 1, _MAX_TREE_CHUNK))
+
+
+# ------------------------------------------------------ choice of algorithm
+# The rules of algorithm="auto", in one place.  Crossovers measured on the
+# project's 2-core machine (benchmarks/bench_trees.py, docs/benchmarks.md).
+# Below this many training points brute force is as fast as any tree.
+_TREE_MIN_SAMPLES = 2_000
+# Beyond this many features a radius query visits most leaves of a tree.
+_TREE_MAX_FEATURES = 8
+# A tree only pays while a query's neighbourhood (the kernel's support, or the
+# truncation radius of an infinite-support kernel) holds a small share of the data.
+_TREE_MAX_FRACTION = 0.02
+_PROBE_ROWS = 64
+
+
+def neighbour_fraction(X: np.ndarray, log_w: np.ndarray, kernel: Kernel, rtol: float) -> float:
+    """Mean share of the training set inside a query's tree-path radius.
+
+    Probed by brute force from up to 64 evenly spaced training rows taken as
+    queries (each leaving itself out, as a fresh query would).
+    """
+    train = TrainSet(X)
+    rows = np.unique(np.linspace(0, len(X) - 1, min(_PROBE_ROWS, len(X))).astype(np.intp))
+    S = _sq_distances(train.X[rows], train, kernel)
+    S[np.arange(len(rows)), rows] = np.inf
+    if kernel.compact:
+        radius_sq = np.full(len(rows), kernel.support**2)
+    else:
+        with np.errstate(divide="ignore"):
+            margin = np.log(rtol) + log_w[np.isfinite(log_w)].min() - logsumexp(log_w)
+        s_nn = S.min(axis=1)
+        radius_sq = kernel.log_profile_inverse(kernel.log_profile(s_nn) + margin)
+    return float(np.mean(S <= radius_sq[:, None]))
+
+
+def choose_algorithm(X: np.ndarray, log_w: np.ndarray, kernel: Kernel, rtol: float) -> str:
+    """Resolve algorithm="auto" for bandwidth-scaled training inputs ``X``."""
+    n, d = X.shape
+    if n < _TREE_MIN_SAMPLES or d > _TREE_MAX_FEATURES:
+        return "brute"
+    if neighbour_fraction(X, log_w, kernel, rtol) > _TREE_MAX_FRACTION:
+        return "brute"
+    return "kd_tree"
 
 
 def pool(
@@ -280,10 +541,14 @@ def pool(
     kernel: Kernel,
     *,
     fallback: str = "nearest",
+    rtol: float = 1e-16,
     n_jobs: int | None = None,
     working_memory: float | None = None,
 ) -> np.ndarray:
     """Attention pooling ``sum_i alpha_i(q) V_i`` for every query.
+
+    ``rtol`` bounds the truncation of infinite-support kernels on the tree
+    path (see :func:`_tree_log_attention`); brute force is exact.
 
     Returns
     -------
@@ -292,6 +557,19 @@ def pool(
         have no training point inside a compact kernel's support.
     """
     V = np.asarray(V, dtype=np.float64)
+    out = np.empty((Q.shape[0], V.shape[1]))
+    if len(Q) == 0:
+        return out
+    if train.trees:
+        margin = _tree_margins(train, log_w, rtol)
+
+        def fn(chunk, Qc):
+            rows = _tree_log_attention(Qc, train, log_w, kernel, fallback, margin)
+            return _tree_pool_rows(*rows, V)
+
+        rows, workers = _rows_for(Q, train, log_w, kernel, margin, n_jobs, working_memory)
+        return _map_chunks(fn, Q, train, rows, workers, out)
+
     folded = None if kernel.log_slope is None else _FoldedKeys(train, log_w, V, kernel.log_slope)
 
     def fn(chunk, Qc):
@@ -306,8 +584,8 @@ def pool(
             pooled[redo] = _pool_rows(*_log_attention(Qc[redo], train, log_w, kernel, fallback), V)
         return pooled
 
-    out = np.empty((Q.shape[0], V.shape[1]))
-    return _map_chunks(fn, Q, train, out, n_jobs, working_memory)
+    rows, workers = _rows_for(Q, train, log_w, kernel, 0.0, n_jobs, working_memory)
+    return _map_chunks(fn, Q, train, rows, workers, out)
 
 
 def attention(
@@ -317,21 +595,42 @@ def attention(
     kernel: Kernel,
     *,
     fallback: str = "nearest",
+    rtol: float = 1e-16,
     n_jobs: int | None = None,
     working_memory: float | None = None,
-) -> np.ndarray:
+):
     """Return the (m, n) matrix of normalised attention weights (rows sum to 1).
 
-    The output itself is (m, n); the temporaries stay within the budget.
+    Dense on the brute path (NaN rows where ``fallback="nan"`` leaves a query
+    empty); a CSR matrix on the tree path (such rows are all zero there).
+    The temporaries stay within the budget; the output itself is the answer.
     """
+    m, n = Q.shape[0], train.n_samples
+    if train.trees:
+        margin = _tree_margins(train, log_w, rtol)
+
+        def fn(chunk, Qc):
+            row, col, a, row_max = _tree_log_attention(Qc, train, log_w, kernel, fallback, margin)
+            e = _coo_exp(row, a, row_max)
+            denominator = np.bincount(row, weights=e, minlength=len(Qc))
+            e /= np.where(denominator > 0, denominator, 1.0)[row]
+            return csr_matrix((e, (row, col)), shape=(len(Qc), n))
+
+        if m == 0:
+            return csr_matrix((0, n))
+        rows, workers = _rows_for(Q, train, log_w, kernel, margin, n_jobs, working_memory)
+        return sparse_vstack(_map_chunks(fn, Q, train, rows, workers), format="csr")
 
     def fn(chunk, Qc):
         alpha, empty = _softmax_rows(*_log_attention(Qc, train, log_w, kernel, fallback))
         alpha[empty] = np.nan
         return alpha
 
-    out = np.empty((Q.shape[0], train.n_samples))
-    return _map_chunks(fn, Q, train, out, n_jobs, working_memory)
+    out = np.empty((m, n))
+    if m == 0:
+        return out
+    rows, workers = _rows_for(Q, train, log_w, kernel, 0.0, n_jobs, working_memory)
+    return _map_chunks(fn, Q, train, rows, workers, out)
 
 
 def log_group_sums(
@@ -342,6 +641,7 @@ def log_group_sums(
     kernel: Kernel,
     *,
     fallback: str = "nearest",
+    rtol: float = 1e-16,
     n_jobs: int | None = None,
     working_memory: float | None = None,
 ) -> np.ndarray:
@@ -359,6 +659,19 @@ def log_group_sums(
     """
     starts = np.asarray(starts, dtype=np.intp)
     counts = np.diff(np.append(starts, train.n_samples))
+    out = np.empty((Q.shape[0], len(starts)))
+    if len(Q) == 0:
+        return out
+    if train.trees:
+        margin = _tree_margins(train, log_w, rtol)
+        groups = np.repeat(np.arange(len(starts)), counts)
+
+        def fn(chunk, Qc):
+            rows = _tree_log_attention(Qc, train, log_w, kernel, fallback, margin)
+            return _tree_group_rows(*rows, groups, len(starts))
+
+        rows, workers = _rows_for(Q, train, log_w, kernel, margin, n_jobs, working_memory)
+        return _map_chunks(fn, Q, train, rows, workers, out)
 
     def fn(chunk, Qc):
         A, _ = _log_attention(Qc, train, log_w, kernel, fallback)
@@ -370,8 +683,8 @@ def log_group_sums(
         with np.errstate(divide="ignore"):
             return np.log(sums) + shift
 
-    out = np.empty((Q.shape[0], len(starts)))
-    return _map_chunks(fn, Q, train, out, n_jobs, working_memory)
+    rows, workers = _rows_for(Q, train, log_w, kernel, 0.0, n_jobs, working_memory)
+    return _map_chunks(fn, Q, train, rows, workers, out)
 
 
 def loo_pool(
@@ -382,6 +695,7 @@ def loo_pool(
     factors: np.ndarray,
     *,
     fallback: str = "nearest",
+    rtol: float = 1e-16,
     n_jobs: int | None = None,
     working_memory: float | None = None,
 ) -> np.ndarray:
@@ -391,10 +705,11 @@ def loo_pool(
     the leave-one-out prediction is ``(S_i - w_i K(0) V_i) / (D_i - w_i K(0))``.
     It is computed without that subtraction (which cancels when the point's own
     term dominates): the point is removed from its row of log attention by
-    index, then the softmax is taken as usual.  For bandwidth ``f * h`` the
-    squared scaled distances are those at ``h`` divided by ``f^2``, so each
-    chunk computes its distances once and only the kernel per multiple, as
-    RidgeCV reuses one decomposition for every alpha.
+    index, then the softmax is taken as usual.  On the brute path, for
+    bandwidth ``f * h`` the squared scaled distances are those at ``h`` divided
+    by ``f^2``, so each chunk computes its distances once and only the kernel
+    per multiple, as RidgeCV reuses one decomposition for every alpha.  On the
+    tree path each multiple has its own radius query.
 
     Parameters
     ----------
@@ -404,7 +719,7 @@ def loo_pool(
         As for :func:`pool`.
     factors : ndarray of shape (n_factors,)
         Bandwidth multiples to evaluate.
-    fallback, n_jobs, working_memory
+    fallback, rtol, n_jobs, working_memory
         As for :func:`pool`.
 
     Returns
@@ -414,18 +729,36 @@ def loo_pool(
     """
     V = np.asarray(V, dtype=np.float64)
     factors = np.asarray(factors, dtype=np.float64)
-
-    def fn(chunk, Qc):
-        S = _sq_distances(Qc, train, kernel)
-        exclude = np.arange(chunk.start, chunk.stop)
-        pooled = np.empty((len(Qc), len(factors), V.shape[1]))
-        for t, factor in enumerate(factors):
-            A, row_max = _log_attention_sq(S / factor**2, log_w, kernel, fallback, exclude)
-            pooled[:, t] = _pool_rows(A, row_max, V)
-        return pooled
-
     out = np.empty((train.n_samples, len(factors), V.shape[1]))
-    _map_chunks(fn, None, train, out, n_jobs, working_memory)
+    if train.trees:
+        margin = _tree_margins(train, log_w, rtol)
+
+        def fn(chunk, Qc):
+            exclude = np.arange(chunk.start, chunk.stop)
+            pooled = np.empty((len(Qc), len(factors), V.shape[1]))
+            for t, factor in enumerate(factors):
+                rows = _tree_log_attention(
+                    Qc, train, log_w, kernel, fallback, margin, factor, exclude
+                )
+                pooled[:, t] = _tree_pool_rows(*rows, V)
+            return pooled
+
+        rows, workers = _rows_for(
+            None, train, log_w, kernel, margin, n_jobs, working_memory, factors.max()
+        )
+    else:
+
+        def fn(chunk, Qc):
+            S = _sq_distances(Qc, train, kernel)
+            exclude = np.arange(chunk.start, chunk.stop)
+            pooled = np.empty((len(Qc), len(factors), V.shape[1]))
+            for t, factor in enumerate(factors):
+                A, row_max = _log_attention_sq(S / factor**2, log_w, kernel, fallback, exclude)
+                pooled[:, t] = _pool_rows(A, row_max, V)
+            return pooled
+
+        rows, workers = _rows_for(None, train, log_w, kernel, 0.0, n_jobs, working_memory)
+    _map_chunks(fn, None, train, rows, workers, out)
     return out.transpose(1, 0, 2)
 
 

@@ -100,6 +100,8 @@ class _NWBase(BaseEstimator):
         ],
         "kernel": [StrOptions(set(KERNELS))],
         "algorithm": [StrOptions(set(_ALGORITHMS))],
+        "leaf_size": [Interval(Integral, 1, None, closed="left")],
+        "rtol": [Interval(Real, 0, 1, closed="left")],
         "n_jobs": [Integral, None],
     }
 
@@ -140,10 +142,24 @@ class _NWBase(BaseEstimator):
             raise ValueError("sample_weight must have a positive sum; got all zeros.")
         self._kernel = get_kernel(self.kernel)
         self.bandwidth_ = self._resolve_bandwidth(X, w)
-        # The tree backends come with their own issue: every algorithm is exact
-        # brute force for now, so "auto" resolves to "brute".
-        self._fit_method = "brute"
         return self._scale(X), w
+
+    def _build(self, Xs: np.ndarray, w: np.ndarray, groups: np.ndarray | None = None) -> None:
+        """Choose the algorithm (the one place that does) and prepare the training set."""
+        with np.errstate(divide="ignore"):
+            self._log_w = np.log(w)
+        if self.algorithm != "auto":
+            self._fit_method = self.algorithm
+        else:
+            self._fit_method = _engine.choose_algorithm(Xs, self._log_w, self._kernel, self.rtol)
+        self._train = _engine.prepare_train(
+            Xs, self._fit_method, self.leaf_size, active=w > 0, groups=groups
+        )
+        trees = self._train.tree
+        self.tree_ = trees[0] if trees is not None and groups is None else trees
+
+    def _engine_options(self) -> dict:
+        return {"rtol": self.rtol, "n_jobs": self.n_jobs}
 
     def _queries(self, X: ArrayLike) -> np.ndarray:
         check_is_fitted(self)
@@ -153,7 +169,7 @@ class _NWBase(BaseEstimator):
     def _attention(self, X: ArrayLike, fallback: str = "nearest") -> np.ndarray:
         return _engine.attention(
             self._queries(X), self._train, self._log_w, self._kernel,
-            fallback=fallback, n_jobs=self.n_jobs,
+            fallback=fallback, **self._engine_options(),
         )  # fmt: skip
 
 
@@ -181,8 +197,23 @@ default="scott"
 "linear", "triangular", "cosine"}, default="gaussian"
         Kernel profile; "boxcar" is "tophat" and "triangular" is "linear".
     algorithm : {"auto", "brute", "kd_tree", "ball_tree"}, default="auto"
-        Neighbour search.  Every value currently computes the exact brute-force
-        sum (chunked, memory bounded by scikit-learn's ``working_memory``).
+        How the kernel sums are computed.  "brute" sums over every training
+        point in chunks of queries; "kd_tree" / "ball_tree" build scikit-learn's
+        tree on the scaled data at fit and sum over each query's neighbourhood
+        (``query_radius``).  The algorithm changes speed, not results: compact
+        kernels are exact on every path, infinite-support kernels agree to
+        ``rtol``.  "auto" picks from the data size, dimension, kernel and the
+        neighbourhood size that the bandwidth implies (see ``_fit_method``).
+    leaf_size : int, default=40
+        Leaf size of the tree.
+    rtol : float, default=1e-16
+        Tree path, infinite-support kernels (gaussian, exponential): each query
+        sums over the radius outside which the total kernel mass is at most
+        ``rtol`` times the mass inside, so the prediction differs from the
+        exact one by at most ``rtol * (max(y) - min(y))`` (per output; class
+        probabilities by at most ``rtol``).  The default changes nothing at
+        float64 precision; larger values trade accuracy for speed; 0 sums over
+        every point.  Brute force and compact kernels are always exact.
     fallback : {"nearest", "nan"}, default="nearest"
         What a compact kernel predicts at a query with no training point inside
         its support.  "nearest" (default) returns the ``h -> 0`` limit, the
@@ -196,6 +227,9 @@ default="scott"
     ----------
     bandwidth_ : ndarray of shape (n_features,)
         The bandwidth of each feature used at fit.
+    tree_ : KDTree, BallTree or None
+        The tree over the bandwidth-scaled (centred) training inputs of
+        positive weight, or None on the brute-force path.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -238,12 +272,16 @@ default="scott"
         *,
         kernel: str = "gaussian",
         algorithm: str = "auto",
+        leaf_size: int = 40,
+        rtol: float = 1e-16,
         fallback: str = "nearest",
         n_jobs: int | None = None,
     ) -> None:
         self.bandwidth = bandwidth
         self.kernel = kernel
         self.algorithm = algorithm
+        self.leaf_size = leaf_size
+        self.rtol = rtol
         self.fallback = fallback
         self.n_jobs = n_jobs
 
@@ -267,10 +305,8 @@ default="scott"
         """
         X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=np.float64)
         Xs, w = self._fit_inputs(X, sample_weight)
-        self._train = _engine.prepare_train(Xs)
+        self._build(Xs, w)
         self._order = np.arange(len(Xs))
-        with np.errstate(divide="ignore"):
-            self._log_w = np.log(w)
         self._y = y.reshape(len(y), -1).astype(np.float64)
         self._y_1d = y.ndim == 1
         return self
@@ -294,7 +330,7 @@ default="scott"
         """
         pooled = _engine.pool(
             self._queries(X), self._train, self._log_w, self._y, self._kernel,
-            fallback=self.fallback, n_jobs=self.n_jobs,
+            fallback=self.fallback, **self._engine_options(),
         )  # fmt: skip
         return pooled[:, 0] if self._y_1d else pooled
 
@@ -345,7 +381,23 @@ default="scott"
 "linear", "triangular", "cosine"}, default="gaussian"
         Kernel profile.
     algorithm : {"auto", "brute", "kd_tree", "ball_tree"}, default="auto"
-        Neighbour search; every value currently computes the exact brute-force sum.
+        How the kernel sums are computed.  "brute" sums over every training
+        point in chunks of queries; "kd_tree" / "ball_tree" build scikit-learn's
+        tree on the scaled data at fit and sum over each query's neighbourhood
+        (``query_radius``).  The algorithm changes speed, not results: compact
+        kernels are exact on every path, infinite-support kernels agree to
+        ``rtol``.  "auto" picks from the data size, dimension, kernel and the
+        neighbourhood size that the bandwidth implies (see ``_fit_method``).
+    leaf_size : int, default=40
+        Leaf size of the tree.
+    rtol : float, default=1e-16
+        Tree path, infinite-support kernels (gaussian, exponential): each query
+        sums over the radius outside which the total kernel mass is at most
+        ``rtol`` times the mass inside, so the prediction differs from the
+        exact one by at most ``rtol * (max(y) - min(y))`` (per output; class
+        probabilities by at most ``rtol``).  The default changes nothing at
+        float64 precision; larger values trade accuracy for speed; 0 sums over
+        every point.  Brute force and compact kernels are always exact.
     priors : array-like of shape (n_classes,), default=None
         Class prior probabilities in ``classes_`` order.  None uses the
         (weighted) class frequencies of the training set.
@@ -360,6 +412,10 @@ default="scott"
         The priors in use: ``priors``, or the weighted class frequencies.
     bandwidth_ : ndarray of shape (n_features,)
         The bandwidth of each feature used at fit.
+    tree_ : list of KDTree or BallTree, or None
+        One tree per class over the bandwidth-scaled (centred) training inputs
+        of positive weight (so each class's log-probability keeps ``rtol``
+        accuracy however far the class is), or None on the brute-force path.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -401,12 +457,16 @@ default="scott"
         *,
         kernel: str = "gaussian",
         algorithm: str = "auto",
+        leaf_size: int = 40,
+        rtol: float = 1e-16,
         priors: ArrayLike | None = None,
         n_jobs: int | None = None,
     ) -> None:
         self.bandwidth = bandwidth
         self.kernel = kernel
         self.algorithm = algorithm
+        self.leaf_size = leaf_size
+        self.rtol = rtol
         self.priors = priors
         self.n_jobs = n_jobs
 
@@ -439,17 +499,17 @@ default="scott"
 
         # Sorted by class, each class is a contiguous block of training rows.
         order = np.argsort(y_enc, kind="stable")
-        self._train = _engine.prepare_train(Xs[order])
         self._order = order
         self._inverse_order = np.argsort(order)
         self._starts = np.searchsorted(y_enc[order], np.arange(n_classes))
         w, y_sorted = w[order], y_enc[order]
-        with np.errstate(divide="ignore"):
-            log_w = np.log(w)
-            if priors is not None:
-                # P(c | q) ∝ pi_c sum_{i in c} w_i K_i / W_c: rescale each class's weights.
-                log_w = log_w + (np.log(priors) - np.log(class_weight))[y_sorted]
-        self._log_w = np.where(w > 0, log_w, -np.inf)
+        if priors is not None:
+            # P(c | q) ∝ pi_c sum_{i in c} w_i K_i / W_c: rescale each class's weights.
+            # w_i / W_c <= 1 cannot overflow; a class of zero weight gives 0 / 0 -> 0.
+            with np.errstate(divide="ignore", invalid="ignore"):
+                w = w / class_weight[y_sorted] * priors[y_sorted]
+            w = np.where(np.isfinite(w), w, 0.0)
+        self._build(Xs[order], w, groups=self._starts)
         return self
 
     def _pooled_targets(self) -> np.ndarray:
@@ -477,7 +537,7 @@ default="scott"
     def _log_class_sums(self, X: ArrayLike) -> np.ndarray:
         return _engine.log_group_sums(
             self._queries(X), self._train, self._log_w, self._starts, self._kernel,
-            n_jobs=self.n_jobs,
+            **self._engine_options(),
         )  # fmt: skip
 
     def predict_log_proba(self, X: ArrayLike) -> np.ndarray:

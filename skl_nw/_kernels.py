@@ -62,6 +62,11 @@ class Kernel:
         ``s -> d log K / ds = K'(s) / K(s)`` inside the support, 0 outside
         (where ``K = 0`` carries no weight); what the log-space gradients use,
         since ``K'`` and ``K`` may both underflow where their ratio does not.
+    log_profile_inverse : callable
+        ``level -> s``, the squared distance beyond which ``log K <= level``
+        (``level <= 0``), capped at the support; the tree backend uses it to
+        bound the radius outside which an infinite-support kernel's weights
+        are negligible.
     support : float
         Support radius in ``u``: ``1.0`` for compact kernels, ``inf`` otherwise.
     log_integral : callable
@@ -85,6 +90,7 @@ class Kernel:
     log_profile: ArrayFn
     derivative: ArrayFn
     dlog_profile: ArrayFn
+    log_profile_inverse: ArrayFn
     support: float
     log_integral: Callable[[int], float]
     log_slope: float | None = None
@@ -146,6 +152,7 @@ _KERNEL_LIST = (
         log_profile=lambda s: -0.5 * s,
         derivative=lambda s: -0.5 * np.exp(-0.5 * s),
         dlog_profile=lambda s: np.full_like(s, -0.5, dtype=float),
+        log_profile_inverse=lambda level: -2.0 * np.asarray(level, dtype=float),
         support=np.inf,
         log_integral=lambda d: 0.5 * d * np.log(2.0 * np.pi),
         log_slope=-0.5,
@@ -156,6 +163,7 @@ _KERNEL_LIST = (
         log_profile=lambda s: np.where(_inside(s), 0.0, -np.inf),
         derivative=lambda s: np.zeros_like(s, dtype=float),
         dlog_profile=lambda s: np.zeros_like(s, dtype=float),
+        log_profile_inverse=lambda level: np.ones_like(level, dtype=float),
         support=1.0,
         log_integral=_log_ball_volume,
         aliases=("boxcar",),
@@ -166,6 +174,7 @@ _KERNEL_LIST = (
         log_profile=lambda s: _log(np.maximum(1.0 - s, 0.0)),
         derivative=lambda s: np.where(_inside(s), -1.0, 0.0),
         dlog_profile=lambda s: np.where(_inside(s), -1.0 / np.where(_inside(s), 1.0 - s, 1.0), 0.0),
+        log_profile_inverse=lambda level: 1.0 - np.exp(level),
         support=1.0,
         log_integral=lambda d: _log_ball_volume(d) + np.log(2.0 / (d + 2.0)),
     ),
@@ -175,6 +184,7 @@ _KERNEL_LIST = (
         log_profile=lambda s: -_sqrt(s),
         derivative=lambda s: _root_derivative(s, lambda s: np.exp(-_sqrt(s))),
         dlog_profile=lambda s: _root_derivative(s, np.ones_like),
+        log_profile_inverse=lambda level: np.asarray(level, dtype=float) ** 2,
         support=np.inf,
         log_integral=lambda d: _log_sphere_area(d) + gammaln(d),
         exact_near_zero=True,
@@ -187,6 +197,7 @@ _KERNEL_LIST = (
         dlog_profile=lambda s: _root_derivative(
             s, lambda s: np.where(_inside(s), 1.0 / np.where(_inside(s), 1.0 - _sqrt(s), 1.0), 0.0)
         ),
+        log_profile_inverse=lambda level: (1.0 - np.exp(level)) ** 2,
         support=1.0,
         log_integral=lambda d: _log_sphere_area(d) - np.log(d * (d + 1.0)),
         exact_near_zero=True,
@@ -198,6 +209,7 @@ _KERNEL_LIST = (
         log_profile=lambda s: _log(np.where(_inside(s), np.cos(0.5 * np.pi * _sqrt(s)), 0.0)),
         derivative=_cosine_derivative,
         dlog_profile=_cosine_dlog,
+        log_profile_inverse=lambda level: (2.0 / np.pi * np.arccos(np.exp(level))) ** 2,
         support=1.0,
         log_integral=_cosine_log_integral,
     ),
