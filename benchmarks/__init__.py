@@ -1,0 +1,1 @@
+"""Benchmarks of skl_nw; run ``python -m benchmarks NAME`` (not part of the package)."""
