@@ -380,7 +380,17 @@ class BandwidthSearchCV(MetaEstimatorMixin, BaseEstimator):
         """Score precomputed out-of-sample predictions ``P`` with the scorer."""
         if np.isnan(P).any():  # fallback="nan": some point had no neighbour
             return -np.inf
-        if is_classifier(base):
+        classifier = is_classifier(base)
+        if self.scoring is None:
+            # The default scores, computed directly: the scorer machinery
+            # validates its inputs on every call, a sixth of a small grid's time.
+            if classifier:
+                p = P[np.arange(len(P)), np.searchsorted(base.classes_, y)]
+                p = np.clip(p, _PROBA_FLOOR, 1 - _PROBA_FLOOR)
+                return float(np.average(np.log(p), weights=w))
+            Y = y.reshape(len(y), -1)
+            return -float(np.average((P - Y) ** 2, axis=0, weights=w).mean())
+        if classifier:
             return float(self._scorer(_LOOClassifier(base.classes_), P, y, sample_weight=w))
         P = P[:, 0] if base._y_1d else P
         return float(self._scorer(_LOORegressor(), P, y, sample_weight=w))
