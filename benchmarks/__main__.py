@@ -1,6 +1,8 @@
-"""Run a benchmark: ``python -m benchmarks NAME [options]``.
+"""Run the benchmarks: ``python -m benchmarks [NAME ...|all] [options]``.
 
 Each benchmark module exposes ``main(argv)``; register it in ``BENCHMARKS``.
+``all`` (the default) runs every one in turn with the same options, e.g.
+``python -m benchmarks all --quick`` for a smoke run.
 """
 
 from __future__ import annotations
@@ -10,17 +12,26 @@ import sys
 
 # name -> module exposing main(argv); imported only when chosen.
 BENCHMARKS = {
+    "engine": "benchmarks.bench_engine",
     "search": "benchmarks.bench_search",
+    "trees": "benchmarks.bench_trees",
 }
 
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] not in BENCHMARKS:
-        names = ", ".join(sorted(BENCHMARKS))
-        print(f"usage: python -m benchmarks {{{names}}} [options]", file=sys.stderr)
+    names = [a for a in argv if not a.startswith("-")]
+    options = [a for a in argv if a.startswith("-")]
+    if not names or names == ["all"]:
+        names = list(BENCHMARKS)
+    unknown = [n for n in names if n not in BENCHMARKS]
+    if unknown:
+        valid = ", ".join(["all", *sorted(BENCHMARKS)])
+        print(f"unknown benchmark {unknown}; choose from {valid}", file=sys.stderr)
         sys.exit(2)
-    importlib.import_module(BENCHMARKS[argv[0]]).main(argv[1:])
+    for name in names:
+        print(f"## {name}\n", flush=True)
+        importlib.import_module(BENCHMARKS[name]).main(options)
 
 
 if __name__ == "__main__":
