@@ -353,7 +353,10 @@ def _map_chunks(
             run(range(len(slices)))
         else:
             batches = [range(len(slices))[s] for s in gen_even_slices(len(slices), workers)]
-            Parallel(n_jobs=workers, prefer="threads")(delayed(run)(b) for b in batches)
+            # run() fills shared arrays: threads, whatever the active joblib backend.
+            Parallel(n_jobs=workers, prefer="threads", require="sharedmem")(
+                delayed(run)(b) for b in batches
+            )
     return results if out is None else out
 
 
@@ -634,8 +637,8 @@ def attention(
 ):
     """Return the (m, n) matrix of normalised attention weights (rows sum to 1).
 
-    Dense on the brute path (NaN rows where ``fallback="nan"`` leaves a query
-    empty); a CSR matrix on the tree path (such rows are all zero there).
+    Dense on the brute path, a CSR matrix on the tree path; NaN rows where
+    ``fallback="nan"`` leaves a query empty, on both.
     The temporaries stay within the budget; the output itself is the answer.
     """
     m, n = Q.shape[0], train.n_samples
@@ -647,6 +650,11 @@ def attention(
             e = _coo_exp(row, a, row_max)
             denominator = np.bincount(row, weights=e, minlength=len(Qc))
             e /= np.where(denominator > 0, denominator, 1.0)[row]
+            empty = np.flatnonzero(row_max == -np.inf)
+            if empty.size:  # fallback="nan": NaN rows, as on the brute path
+                row = np.concatenate([row, np.repeat(empty, n)])
+                col = np.concatenate([col, np.tile(np.arange(n), empty.size)])
+                e = np.concatenate([e, np.full(empty.size * n, np.nan)])
             return csr_matrix((e, (row, col)), shape=(len(Qc), n))
 
         if m == 0:
@@ -856,6 +864,11 @@ def loo_loss_grad(
     grad : ndarray of shape (n_features,)
         Its gradient with respect to ``log h``.
     """
+    with _blas_controller().limit(limits=1, user_api="blas"):
+        return _loo_loss_grad(train, log_w, V, kernel, rows, loss_fn, row_weights)
+
+
+def _loo_loss_grad(train, log_w, V, kernel, rows, loss_fn, row_weights):
     Z = train.X
     Zb = Z[rows]
     S = _sq_distances(Zb, train, kernel)

@@ -232,7 +232,7 @@ default="scott"
         positive weight, or None on the brute-force path.
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of features seen during fit, when X has string column names.
 
     See Also
@@ -418,7 +418,7 @@ default="scott"
         accuracy however far the class is), or None on the brute-force path.
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of features seen during fit, when X has string column names.
 
     See Also

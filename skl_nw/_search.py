@@ -168,9 +168,10 @@ class BandwidthSearchCV(MetaEstimatorMixin, BaseEstimator):
     batch_size : int or "auto", default="auto"
         Training rows per SGD step, each scored against all others;
         "auto" is ``min(256, n_samples)``.
-    tol : float or None, default=1e-5
-        SGD stops when the epoch loss has not improved by ``tol`` for
-        ``n_iter_no_change`` epochs; None runs ``max_iter`` epochs.
+    tol : float or None, default=1e-4
+        SGD stops when the epoch loss has not improved by ``tol`` times the
+        best loss so far (a relative tolerance, so the scale of ``y`` does not
+        matter) for ``n_iter_no_change`` epochs; None runs ``max_iter`` epochs.
     n_iter_no_change : int, default=5
         Patience of the early stopping.
     random_state : int, RandomState instance or None, default=None
@@ -203,7 +204,7 @@ class BandwidthSearchCV(MetaEstimatorMixin, BaseEstimator):
         candidates scored.
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of features seen during fit, when X has string column names.
 
     See Also
@@ -269,7 +270,7 @@ class BandwidthSearchCV(MetaEstimatorMixin, BaseEstimator):
         max_iter: int = 200,
         learning_rate: float = 0.05,
         batch_size: int | str = "auto",
-        tol: float | None = 1e-5,
+        tol: float | None = 1e-4,
         n_iter_no_change: int = 5,
         random_state=None,
         n_jobs: int | None = None,
@@ -503,7 +504,7 @@ class BandwidthSearchCV(MetaEstimatorMixin, BaseEstimator):
                 h = h0 * np.exp(theta)
                 print(f"Epoch {epoch}, LOO loss = {epoch_loss:.6g}, bandwidth = {h}")  # noqa: T201
             if self.tol is not None:
-                stall = stall + 1 if epoch_loss > best_loss - self.tol else 0
+                stall = stall + 1 if epoch_loss > best_loss - self.tol * abs(best_loss) else 0
                 best_loss = min(best_loss, epoch_loss)
                 if stall >= self.n_iter_no_change:
                     break
