@@ -366,12 +366,25 @@ def _blas_controller() -> ThreadpoolController:
     return ThreadpoolController()
 
 
-def _rows_for(Q, train, log_w, kernel, margin, n_jobs, working_memory, factor=1.0):
+def _run(Q, train, log_w, kernel, options, *, tree, dense, out=None, factor=1.0):
+    """Map ``tree(chunk, Qc, margins)`` or ``dense(chunk, Qc)`` over query chunks.
+
+    The one dispatch between the tree and the brute-force paths: chunk sizes
+    come from the memory budget (``options``: rtol, n_jobs, working_memory),
+    for trees from the neighbour counts of a probe of the queries (at bandwidth
+    multiple ``factor``, the widest a caller will use).
+    """
+    rtol, n_jobs, working_memory = options
     workers, budget = _budget(n_jobs, working_memory)
     if not train.trees:
-        return _dense_chunk_rows(train.n_samples, budget), workers
-    Qc = train.X if Q is None else Q - train.center
-    return _tree_chunk_rows(Qc, train, log_w, kernel, margin, budget, factor), workers
+        rows = _dense_chunk_rows(train.n_samples, budget)
+        return _map_chunks(dense, Q, train, rows, workers, out)
+    margins = _tree_margins(train, log_w, rtol)
+    source = train.X if Q is None else Q
+    probe = source[:: max(1, len(source) // _PROBE_QUERIES)][:_PROBE_QUERIES]
+    probe = probe if Q is None else probe - train.center
+    rows = _tree_chunk_rows(probe, train, log_w, kernel, margins, budget, factor)
+    return _map_chunks(functools.partial(tree, margins=margins), Q, train, rows, workers, out)
 
 
 # ----------------------------------------------------------------- tree path
@@ -517,14 +530,13 @@ def _tree_group_rows(row, col, a, row_max, groups, n_groups):
         return (np.log(sums) + shift).reshape(m, n_groups)
 
 
-def _tree_chunk_rows(Q, train, log_w, kernel, margin, budget_mib, factor=1.0) -> int:
+def _tree_chunk_rows(probe, train, log_w, kernel, margins, budget_mib, factor=1.0) -> int:
     """Rows per tree chunk: the probed neighbour count fills at most half the budget.
 
     A chunk of queries with many more neighbours than the probe can exceed
     the budget; it never holds more than ``rows * n_active`` entries.
     """
-    probe = Q[:: max(1, len(Q) // _PROBE_QUERIES)][:_PROBE_QUERIES]
-    row, *_ = _tree_log_attention(probe, train, log_w, kernel, "nan", margin, factor)
+    row, *_ = _tree_log_attention(probe, train, log_w, kernel, "nan", margins, factor)
     mean_count = max(len(row) / max(len(probe), 1), 1.0)
     entries = budget_mib * 2**20 / _BYTES_PER_NEIGHBOUR / 2
     return int(np.clip(entries / mean_count, 1, _MAX_TREE_CHUNK))
@@ -597,22 +609,14 @@ def pool(
         have no training point inside a compact kernel's support.
     """
     V = np.asarray(V, dtype=np.float64)
-    out = np.empty((Q.shape[0], V.shape[1]))
-    if len(Q) == 0:
-        return out
-    if train.trees:
-        margin = _tree_margins(train, log_w, rtol)
+    folded = None
+    if kernel.log_slope is not None and not train.trees:
+        folded = _FoldedKeys(train, log_w, V, kernel.log_slope)
 
-        def fn(chunk, Qc):
-            rows = _tree_log_attention(Qc, train, log_w, kernel, fallback, margin)
-            return _tree_pool_rows(*rows, V)
+    def tree(chunk, Qc, margins):
+        return _tree_pool_rows(*_tree_log_attention(Qc, train, log_w, kernel, fallback, margins), V)
 
-        rows, workers = _rows_for(Q, train, log_w, kernel, margin, n_jobs, working_memory)
-        return _map_chunks(fn, Q, train, rows, workers, out)
-
-    folded = None if kernel.log_slope is None else _FoldedKeys(train, log_w, V, kernel.log_slope)
-
-    def fn(chunk, Qc):
+    def dense(chunk, Qc):
         sums = None if folded is None else folded.pooled_sums(Qc)
         if sums is None:
             return _pool_rows(*_log_attention(Qc, train, log_w, kernel, fallback), V)
@@ -620,8 +624,9 @@ def pool(
             sums, lambda r: _pool_rows(*_log_attention(Qc[r], train, log_w, kernel, fallback), V)
         )
 
-    rows, workers = _rows_for(Q, train, log_w, kernel, 0.0, n_jobs, working_memory)
-    return _map_chunks(fn, Q, train, rows, workers, out)
+    out = np.empty((Q.shape[0], V.shape[1]))
+    options = (rtol, n_jobs, working_memory)
+    return _run(Q, train, log_w, kernel, options, tree=tree, dense=dense, out=out)
 
 
 def attention(
@@ -642,36 +647,30 @@ def attention(
     The temporaries stay within the budget; the output itself is the answer.
     """
     m, n = Q.shape[0], train.n_samples
-    if train.trees:
-        margin = _tree_margins(train, log_w, rtol)
 
-        def fn(chunk, Qc):
-            row, col, a, row_max = _tree_log_attention(Qc, train, log_w, kernel, fallback, margin)
-            e = _coo_exp(row, a, row_max)
-            denominator = np.bincount(row, weights=e, minlength=len(Qc))
-            e /= np.where(denominator > 0, denominator, 1.0)[row]
-            empty = np.flatnonzero(row_max == -np.inf)
-            if empty.size:  # fallback="nan": NaN rows, as on the brute path
-                row = np.concatenate([row, np.repeat(empty, n)])
-                col = np.concatenate([col, np.tile(np.arange(n), empty.size)])
-                e = np.concatenate([e, np.full(empty.size * n, np.nan)])
-            return csr_matrix((e, (row, col)), shape=(len(Qc), n))
+    def tree(chunk, Qc, margins):
+        row, col, a, row_max = _tree_log_attention(Qc, train, log_w, kernel, fallback, margins)
+        e = _coo_exp(row, a, row_max)
+        denominator = np.bincount(row, weights=e, minlength=len(Qc))
+        e /= np.where(denominator > 0, denominator, 1.0)[row]
+        empty = np.flatnonzero(row_max == -np.inf)
+        if empty.size:  # fallback="nan": NaN rows, as on the brute path
+            row = np.concatenate([row, np.repeat(empty, n)])
+            col = np.concatenate([col, np.tile(np.arange(n), empty.size)])
+            e = np.concatenate([e, np.full(empty.size * n, np.nan)])
+        return csr_matrix((e, (row, col)), shape=(len(Qc), n))
 
-        if m == 0:
-            return csr_matrix((0, n))
-        rows, workers = _rows_for(Q, train, log_w, kernel, margin, n_jobs, working_memory)
-        return sparse_vstack(_map_chunks(fn, Q, train, rows, workers), format="csr")
-
-    def fn(chunk, Qc):
+    def dense(chunk, Qc):
         alpha, empty = _softmax_rows(*_log_attention(Qc, train, log_w, kernel, fallback))
         alpha[empty] = np.nan
         return alpha
 
-    out = np.empty((m, n))
-    if m == 0:
-        return out
-    rows, workers = _rows_for(Q, train, log_w, kernel, 0.0, n_jobs, working_memory)
-    return _map_chunks(fn, Q, train, rows, workers, out)
+    options = (rtol, n_jobs, working_memory)
+    if not train.trees:
+        out = np.empty((m, n))
+        return _run(Q, train, log_w, kernel, options, tree=tree, dense=dense, out=out)
+    blocks = _run(Q, train, log_w, kernel, options, tree=tree, dense=dense)
+    return sparse_vstack(blocks, format="csr") if blocks else csr_matrix((0, n))
 
 
 def log_group_sums(
@@ -700,21 +699,13 @@ def log_group_sums(
     """
     starts = np.asarray(starts, dtype=np.intp)
     counts = np.diff(np.append(starts, train.n_samples))
-    out = np.empty((Q.shape[0], len(starts)))
-    if len(Q) == 0:
-        return out
-    if train.trees:
-        margin = _tree_margins(train, log_w, rtol)
-        groups = np.repeat(np.arange(len(starts)), counts)
+    groups = np.repeat(np.arange(len(starts)), counts)
 
-        def fn(chunk, Qc):
-            rows = _tree_log_attention(Qc, train, log_w, kernel, fallback, margin)
-            return _tree_group_rows(*rows, groups, len(starts))
+    def tree(chunk, Qc, margins):
+        rows = _tree_log_attention(Qc, train, log_w, kernel, fallback, margins)
+        return _tree_group_rows(*rows, groups, len(starts))
 
-        rows, workers = _rows_for(Q, train, log_w, kernel, margin, n_jobs, working_memory)
-        return _map_chunks(fn, Q, train, rows, workers, out)
-
-    def fn(chunk, Qc):
+    def dense(chunk, Qc):
         A, _ = _log_attention(Qc, train, log_w, kernel, fallback)
         group_max = np.maximum.reduceat(A, starts, axis=1)
         shift = np.where(np.isfinite(group_max), group_max, 0.0)
@@ -724,8 +715,9 @@ def log_group_sums(
         with np.errstate(divide="ignore"):
             return np.log(sums) + shift
 
-    rows, workers = _rows_for(Q, train, log_w, kernel, 0.0, n_jobs, working_memory)
-    return _map_chunks(fn, Q, train, rows, workers, out)
+    out = np.empty((Q.shape[0], len(starts)))
+    options = (rtol, n_jobs, working_memory)
+    return _run(Q, train, log_w, kernel, options, tree=tree, dense=dense, out=out)
 
 
 def loo_pool(
@@ -770,54 +762,46 @@ def loo_pool(
     """
     V = np.asarray(V, dtype=np.float64)
     factors = np.asarray(factors, dtype=np.float64)
-    out = np.empty((train.n_samples, len(factors), V.shape[1]))
-    if train.trees:
-        margin = _tree_margins(train, log_w, rtol)
+    slope = kernel.log_slope
+    shifted = _shifted_log_weights(log_w)
 
-        def fn(chunk, Qc):
-            exclude = np.arange(chunk.start, chunk.stop)
-            pooled = np.empty((len(Qc), len(factors), V.shape[1]))
-            for t, factor in enumerate(factors):
-                rows = _tree_log_attention(
-                    Qc, train, log_w, kernel, fallback, margin, factor, exclude
+    def tree(chunk, Qc, margins):
+        exclude = np.arange(chunk.start, chunk.stop)
+        pooled = np.empty((len(Qc), len(factors), V.shape[1]))
+        for t, factor in enumerate(factors):
+            rows = _tree_log_attention(Qc, train, log_w, kernel, fallback, margins, factor, exclude)
+            pooled[:, t] = _tree_pool_rows(*rows, V)
+        return pooled
+
+    def dense(chunk, Qc):
+        S = _sq_distances(Qc, train, kernel)
+        exclude = np.arange(chunk.start, chunk.stop)
+        own = (np.arange(len(Qc)), exclude)
+        pooled = np.empty((len(Qc), len(factors), V.shape[1]))
+        A = np.empty_like(S)
+        for t, factor in enumerate(factors):
+
+            def general(r, factor=factor):
+                A_r, max_r = _log_attention_sq(
+                    S[r] / factor**2, log_w, kernel, fallback, exclude[r]
                 )
-                pooled[:, t] = _tree_pool_rows(*rows, V)
-            return pooled
+                return _pool_rows(A_r, max_r, V)
 
-        rows, workers = _rows_for(
-            None, train, log_w, kernel, margin, n_jobs, working_memory, factors.max()
-        )
-    else:
-        slope = kernel.log_slope
-        shifted = _shifted_log_weights(log_w)
+            if slope is None:
+                pooled[:, t] = general(slice(None))
+                continue
+            # log K = c s: the log weights are one multiply-add, at most 0.
+            np.multiply(S, slope / factor**2, out=A)
+            A += shifted
+            A[own] = -np.inf
+            np.exp(A, out=A)
+            pooled[:, t] = _normalise_sums(_weighted_sums(A, V), general)
+        return pooled
 
-        def fn(chunk, Qc):
-            S = _sq_distances(Qc, train, kernel)
-            exclude = np.arange(chunk.start, chunk.stop)
-            own = (np.arange(len(Qc)), exclude)
-            pooled = np.empty((len(Qc), len(factors), V.shape[1]))
-            A = np.empty_like(S)
-            for t, factor in enumerate(factors):
-
-                def general(r, factor=factor):
-                    A_r, max_r = _log_attention_sq(
-                        S[r] / factor**2, log_w, kernel, fallback, exclude[r]
-                    )
-                    return _pool_rows(A_r, max_r, V)
-
-                if slope is None:
-                    pooled[:, t] = general(slice(None))
-                    continue
-                # log K = c s: the log weights are one multiply-add, at most 0.
-                np.multiply(S, slope / factor**2, out=A)
-                A += shifted
-                A[own] = -np.inf
-                np.exp(A, out=A)
-                pooled[:, t] = _normalise_sums(_weighted_sums(A, V), general)
-            return pooled
-
-        rows, workers = _rows_for(None, train, log_w, kernel, 0.0, n_jobs, working_memory)
-    _map_chunks(fn, None, train, rows, workers, out)
+    out = np.empty((train.n_samples, len(factors), V.shape[1]))
+    options = (rtol, n_jobs, working_memory)
+    _run(None, train, log_w, kernel, options, tree=tree, dense=dense, out=out,
+         factor=factors.max(initial=1.0))  # fmt: skip
     return out.transpose(1, 0, 2)
 
 
