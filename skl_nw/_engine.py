@@ -20,7 +20,9 @@ at once.  A *chunk* is a set of consecutive query rows.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -180,8 +182,13 @@ def _log_attention_sq(
     kernel: Kernel,
     fallback: str,
     exclude: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
+    return_shift: bool = False,
+):
     """Unnormalised log attention from squared distances, and its row maxima.
+
+    The log attention is relative: each row is shifted by the largest
+    ``log K`` of a point of positive weight (see :func:`_shifted_log_kernel`);
+    ``return_shift=True`` also returns that shift, for absolute log sums.
 
     ``exclude`` (one training index per row) removes that point from the row
     *by index*, never by zero distance: the leave-one-out sums, in which a
@@ -193,11 +200,8 @@ def _log_attention_sq(
     positive weight (ties share in proportion to their weights); "nan" leaves
     them empty, with a row maximum of ``-inf``, for the caller to turn into NaN.
     """
-    A = kernel.log_profile(S)
+    A, k_max = _shifted_log_kernel(S, log_w, kernel, exclude)
     A += log_w
-    rows = np.arange(len(S))
-    if exclude is not None:
-        A[rows, exclude] = -np.inf
     row_max = A.max(axis=1)
     empty = np.flatnonzero(row_max == -np.inf)
     if empty.size and fallback == "nearest":
@@ -209,7 +213,26 @@ def _log_attention_sq(
         nearest &= np.isfinite(S_empty)  # a lone point has no neighbour at all
         A[empty] = np.where(nearest, log_w, -np.inf)
         row_max[empty] = A[empty].max(axis=1)
-    return A, row_max
+    return (A, row_max, k_max) if return_shift else (A, row_max)
+
+
+def _shifted_log_kernel(S, log_w, kernel, exclude=None):
+    """``log K(S)`` minus its row maximum over points of positive weight, and that maximum.
+
+    Adding ``log w`` to ``log K`` directly rounds ``log w`` away far from every
+    point (``log K ~ -1e30``): tied nearest points then no longer share in
+    proportion to their weights.  Shifting each row first (a constant per row,
+    which the softmax ignores) keeps ``log w`` exact.  ``exclude`` removes one
+    point per row by index (leave-one-out).
+    """
+    A = kernel.log_profile(S)
+    if exclude is not None:
+        A[np.arange(len(S)), exclude] = -np.inf
+    active = np.isfinite(log_w)
+    k_max = (A if active.all() else np.where(active, A, -np.inf)).max(axis=1)
+    k_max = np.where(np.isfinite(k_max), k_max, 0.0)
+    A -= k_max[:, None]
+    return A, k_max
 
 
 def _log_attention(
@@ -289,6 +312,19 @@ def _normalise_sums(sums: np.ndarray, redo: Callable[[np.ndarray], np.ndarray]) 
     return pooled
 
 
+def _unit_values(V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``V / scale`` with ``|V / scale| <= 2`` per column, and the ``scale``.
+
+    The pooled sums ``sum_i a_i V_i`` add up to n terms with ``a_i <= 1``
+    before they are normalised: values near the float64 maximum would overflow
+    to inf.  Powers of two scale exactly, so results are otherwise unchanged.
+    """
+    V = np.asarray(V, dtype=np.float64)
+    _, exponent = np.frexp(np.abs(V).max(axis=0, initial=0.0))
+    scale = np.ldexp(1.0, exponent - 1)
+    return V / scale, scale
+
+
 def _shifted_log_weights(log_w: np.ndarray) -> np.ndarray:
     """``log w - max log w`` (so every log weight is <= 0), with -inf as -1e300.
 
@@ -348,7 +384,7 @@ def _map_chunks(
                 results[i] = None
 
     workers = min(workers, len(slices))
-    with _blas_controller().limit(limits=1, user_api="blas"):
+    with _single_threaded_blas():
         if workers <= 1:
             run(range(len(slices)))
         else:
@@ -364,6 +400,31 @@ def _map_chunks(
 def _blas_controller() -> ThreadpoolController:
     """One controller for the process (building one scans the loaded libraries)."""
     return ThreadpoolController()
+
+
+# The BLAS thread count is process-wide.  Calls that overlap (predict from several
+# user threads) must not each set and restore it: a call starting while another
+# holds the limit would record 1 as the "original" count and restore it for good,
+# leaving BLAS single-threaded for the rest of the process.  Only the call that
+# finds no limit in place sets it, and restores it when it leaves.
+_blas_lock = threading.Lock()
+_blas_limited = [False]
+
+
+@contextlib.contextmanager
+def _single_threaded_blas():
+    with _blas_lock:
+        first = not _blas_limited[0]
+        _blas_limited[0] = True
+    if not first:
+        yield
+        return
+    try:
+        with _blas_controller().limit(limits=1, user_api="blas"):
+            yield
+    finally:
+        with _blas_lock:
+            _blas_limited[0] = False
 
 
 def _run(Q, train, log_w, kernel, options, *, tree, dense, out=None, factor=1.0):
@@ -447,8 +508,14 @@ def _tree_margins(train: TrainSet, log_w: np.ndarray, rtol: float) -> list[float
         ]
 
 
-def _tree_log_attention(Q, train, log_w, kernel, fallback, margins, factor=1.0, exclude=None):
+def _tree_log_attention(
+    Q, train, log_w, kernel, fallback, margins, factor=1.0, exclude=None, return_shift=False
+):
     """Sparse log attention of a chunk: ``(row, col, a, row_max)`` in COO form.
+
+    As on the brute path, ``a`` is relative to each row's largest ``log K``
+    (returned last with ``return_shift=True``), so that ``log w`` is not
+    rounded away far from every point.
 
     The search radius, for bandwidths ``factor`` times the tree's, is the
     kernel's support for compact kernels (exact).  For infinite support it is
@@ -470,6 +537,10 @@ def _tree_log_attention(Q, train, log_w, kernel, fallback, margins, factor=1.0, 
             s_nn = np.where(np.isfinite(d_nn), d_nn / factor, 0.0) ** 2
             level = kernel.log_profile(s_nn) + margin
             radius = factor * np.sqrt(kernel.log_profile_inverse(level))
+            # Far from every point (s_nn >> |margin|) the margin is lost to rounding
+            # and the radius is d_nn itself, which query_radius may round below the
+            # nearest point's distance: always reach a hair past the nearest point.
+            radius = np.maximum(radius, np.where(np.isfinite(d_nn), d_nn * (1 + 1e-9), 0.0))
         parts.append(tree.within(Q, radius))
     row, col, dist = _concat(parts)
     if exclude is not None:
@@ -478,6 +549,10 @@ def _tree_log_attention(Q, train, log_w, kernel, fallback, margins, factor=1.0, 
     s = dist / factor
     s *= s
     a = kernel.log_profile(s)
+    k_max = np.full(m, -np.inf)
+    np.maximum.at(k_max, row, a)
+    k_max = np.where(np.isfinite(k_max), k_max, 0.0)
+    a -= k_max[row]
     a += log_w[col]
     row_max = np.full(m, -np.inf)
     np.maximum.at(row_max, row, a)
@@ -500,7 +575,7 @@ def _tree_log_attention(Q, train, log_w, kernel, fallback, margins, factor=1.0, 
         row, col = np.concatenate([row, e_row]), np.concatenate([col, e_col])
         a = np.concatenate([a, log_w[e_col]])
         np.maximum.at(row_max, e_row, log_w[e_col])
-    return row, col, a, row_max
+    return (row, col, a, row_max, k_max) if return_shift else (row, col, a, row_max)
 
 
 def _coo_exp(row, a, row_max):
@@ -608,7 +683,7 @@ def pool(
         Pooled values; rows are NaN only for ``fallback="nan"`` queries that
         have no training point inside a compact kernel's support.
     """
-    V = np.asarray(V, dtype=np.float64)
+    V, scale = _unit_values(V)
     folded = None
     if kernel.log_slope is not None and not train.trees:
         folded = _FoldedKeys(train, log_w, V, kernel.log_slope)
@@ -626,7 +701,7 @@ def pool(
 
     out = np.empty((Q.shape[0], V.shape[1]))
     options = (rtol, n_jobs, working_memory)
-    return _run(Q, train, log_w, kernel, options, tree=tree, dense=dense, out=out)
+    return _run(Q, train, log_w, kernel, options, tree=tree, dense=dense, out=out) * scale
 
 
 def attention(
@@ -684,8 +759,14 @@ def log_group_sums(
     rtol: float = 1e-16,
     n_jobs: int | None = None,
     working_memory: float | None = None,
+    relative: bool = False,
 ) -> np.ndarray:
     """``log sum_{i in g} w_i K_i(q)`` for contiguous groups of training rows.
+
+    ``relative=True`` leaves out a constant per query (the largest ``log K``
+    of the row): what normalised probabilities need, and exact where the
+    absolute value (``~ -1e30`` far from every point) would round the
+    differences between groups away.
 
     Training rows must be sorted by group; ``starts`` holds the first row of
     each (non-empty) group.  Each group is shifted by its own maximum, so a
@@ -702,18 +783,23 @@ def log_group_sums(
     groups = np.repeat(np.arange(len(starts)), counts)
 
     def tree(chunk, Qc, margins):
-        rows = _tree_log_attention(Qc, train, log_w, kernel, fallback, margins)
-        return _tree_group_rows(*rows, groups, len(starts))
+        *rows, k_max = _tree_log_attention(
+            Qc, train, log_w, kernel, fallback, margins, return_shift=True
+        )
+        sums = _tree_group_rows(*rows, groups, len(starts))
+        return sums if relative else sums + k_max[:, None]
 
     def dense(chunk, Qc):
-        A, _ = _log_attention(Qc, train, log_w, kernel, fallback)
+        S = _sq_distances(Qc, train, kernel)
+        A, _, k_max = _log_attention_sq(S, log_w, kernel, fallback, return_shift=True)
         group_max = np.maximum.reduceat(A, starts, axis=1)
         shift = np.where(np.isfinite(group_max), group_max, 0.0)
         A -= np.repeat(shift, counts, axis=1)
         np.exp(A, out=A)
         sums = np.add.reduceat(A, starts, axis=1)
         with np.errstate(divide="ignore"):
-            return np.log(sums) + shift
+            log_sums = np.log(sums) + shift
+        return log_sums if relative else log_sums + k_max[:, None]
 
     out = np.empty((Q.shape[0], len(starts)))
     options = (rtol, n_jobs, working_memory)
@@ -760,7 +846,7 @@ def loo_pool(
     ndarray of shape (n_factors, n, k)
         Leave-one-out pooled values at every training point, per multiple.
     """
-    V = np.asarray(V, dtype=np.float64)
+    V, scale = _unit_values(V)
     factors = np.asarray(factors, dtype=np.float64)
     slope = kernel.log_slope
     shifted = _shifted_log_weights(log_w)
@@ -802,7 +888,7 @@ def loo_pool(
     options = (rtol, n_jobs, working_memory)
     _run(None, train, log_w, kernel, options, tree=tree, dense=dense, out=out,
          factor=factors.max(initial=1.0))  # fmt: skip
-    return out.transpose(1, 0, 2)
+    return out.transpose(1, 0, 2) * scale
 
 
 def loo_loss_grad(
@@ -848,7 +934,7 @@ def loo_loss_grad(
     grad : ndarray of shape (n_features,)
         Its gradient with respect to ``log h``.
     """
-    with _blas_controller().limit(limits=1, user_api="blas"):
+    with _single_threaded_blas():
         return _loo_loss_grad(train, log_w, V, kernel, rows, loss_fn, row_weights)
 
 

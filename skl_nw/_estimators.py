@@ -31,6 +31,11 @@ def _weighted_scale(x: np.ndarray, w: np.ndarray) -> float:
     Weighted quantiles use the inverted CDF, so integer weights give exactly
     the scale of the data with repeated rows.
     """
+    support = x[w > 0]
+    if support.min() == support.max():
+        # Zero spread.  Tested exactly: the weighted mean of a constant is not
+        # always that constant, and its rounding would give a std of ~1e-16 |x|.
+        return 1.0
     mean = np.average(x, weights=w)
     std = np.sqrt(np.average((x - mean) ** 2, weights=w))
     q1, q3 = np.quantile(x, [0.25, 0.75], weights=w, method="inverted_cdf")
@@ -104,6 +109,19 @@ class _NWBase(BaseEstimator):
         "rtol": [Interval(Real, 0, 1, closed="left")],
         "n_jobs": [Integral, None],
     }
+
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        # The kernel record holds functions (lambdas); keep its name only, so that
+        # pickle and skops.io store plain data (skops cannot load a lambda).
+        if "_kernel" in state:
+            state = {**state, "_kernel": state["_kernel"].name}
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        if isinstance(state.get("_kernel"), str):
+            state = {**state, "_kernel": get_kernel(state["_kernel"])}
+        super().__setstate__(state)
 
     def _resolve_bandwidth(self, X: np.ndarray, w: np.ndarray) -> np.ndarray:
         n_features = X.shape[1]
@@ -537,7 +555,7 @@ default="scott"
     def _log_class_sums(self, X: ArrayLike) -> np.ndarray:
         return _engine.log_group_sums(
             self._queries(X), self._train, self._log_w, self._starts, self._kernel,
-            **self._engine_options(),
+            relative=True, **self._engine_options(),
         )  # fmt: skip
 
     def predict_log_proba(self, X: ArrayLike) -> np.ndarray:
@@ -554,6 +572,11 @@ default="scott"
             ``log P(c | q)`` in ``classes_`` order.
         """
         L = self._log_class_sums(X)
+        # Shift each row by its maximum first: far from the data (log sums near
+        # -1e24) logsumexp's own ``max + log(sum)`` rounds the log(sum) away and
+        # the probabilities no longer sum to 1.
+        top = L.max(axis=1, keepdims=True)
+        L -= np.where(np.isfinite(top), top, 0.0)
         return L - logsumexp(L, axis=1, keepdims=True)
 
     def predict_proba(self, X: ArrayLike) -> np.ndarray:
