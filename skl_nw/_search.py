@@ -350,6 +350,9 @@ class BandwidthSearchCV(MetaEstimatorMixin, BaseEstimator):
             self.best_estimator_ = clone(self.estimator).set_params(bandwidth=bandwidth)
             self.best_estimator_.fit(X, y, sample_weight=sample_weight)
         self.bandwidth_ = self.best_estimator_.bandwidth_.copy()
+        # Needed during fit only; a fitted search then holds no functions, so
+        # skops can load it trusting data types alone.
+        del self._scorer
         return self
 
     def _base_bandwidth(self, X: np.ndarray, w: np.ndarray) -> np.ndarray:
