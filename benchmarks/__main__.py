@@ -20,8 +20,8 @@ BENCHMARKS = {
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    names = [a for a in argv if not a.startswith("-")]
-    options = [a for a in argv if a.startswith("-")]
+    first_option = next((i for i, a in enumerate(argv) if a.startswith("-")), len(argv))
+    names, options = argv[:first_option], argv[first_option:]
     if not names or names == ["all"]:
         names = list(BENCHMARKS)
     unknown = [n for n in names if n not in BENCHMARKS]
