@@ -266,6 +266,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes, for smoke runs")
     parser.add_argument("--json", default=None, help="also write the results to this file")
     parser.add_argument("--plot", default=None, help="write the scaling plot to this PNG")
+    parser.add_argument(
+        "--only",
+        default=None,
+        help="comma-separated sections: exp_limit,statsmodels,textbook,threads,scaling",
+    )
     args = parser.parse_args(argv)
     quick = args.quick
     repeat = 3 if quick else 5
@@ -289,7 +294,10 @@ def main(argv: list[str] | None = None) -> None:
             ),
         ),
     ]
+    chosen = None if args.only is None else set(args.only.split(","))
     for name, run in sections:
+        if chosen is not None and name not in chosen:
+            continue
         text, record = run()
         results[name] = record
         print(text, "\n", flush=True)
