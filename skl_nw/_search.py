@@ -47,8 +47,6 @@ def _estimator_has(attr: str):
 class _LOORegressor(BaseEstimator):
     """Identity 'estimator' that lets any scorer score precomputed predictions."""
 
-    _estimator_type = "regressor"
-
     def predict(self, P):
         return P
 
