@@ -584,10 +584,15 @@ def _coo_exp(row, a, row_max):
 
 
 def _tree_pool_rows(row, col, a, row_max, V):
-    m, n = len(row_max), V.shape[0]
+    m = len(row_max)
     e = _coo_exp(row, a, row_max)
     denominator = np.bincount(row, weights=e, minlength=m)
-    pooled = np.asarray(csr_matrix((e, (row, col)), shape=(m, n)) @ V)
+    # Sums straight from the COO entries: building a sparse matrix would sort
+    # them first (measured: a tenth of a tree predict at n = 1e6).
+    # (bincount of no entries at all comes back as integers: cast.)
+    pooled = np.column_stack(
+        [np.bincount(row, weights=e * V[col, j], minlength=m) for j in range(V.shape[1])]
+    ).astype(np.float64, copy=False)
     empty = row_max == -np.inf
     pooled /= np.where(empty, 1.0, denominator)[:, None]
     pooled[empty] = np.nan
@@ -619,27 +624,39 @@ def _tree_chunk_rows(probe, train, log_w, kernel, margins, budget_mib, factor=1.
 
 # ------------------------------------------------------ choice of algorithm
 # The rules of algorithm="auto", in one place.  Crossovers measured on the
-# project's 2-core machine (benchmarks/bench_trees.py, docs/benchmarks.md).
-# Below this many training points brute force is as fast as any tree.
-_TREE_MIN_SAMPLES = 2_000
-# Beyond this many features a radius query visits most leaves of a tree.
-_TREE_MAX_FEATURES = 8
-# A tree only pays while a query's neighbourhood (the kernel's support, or the
-# truncation radius of an infinite-support kernel) holds a small share of the data.
-_TREE_MAX_FRACTION = 0.02
+# project's 2-core machine over 240 configurations (d in 1..12, n in 1e3..1e5,
+# epanechnikov and gaussian, 1-10% of the data per neighbourhood):
+# benchmarks/bench_trees.py, table in docs/benchmarks.md.  With these rules no
+# configuration was more than 1.5x slower than the better of brute and tree.
+# The smallest n measured: below it brute force takes well under a millisecond
+# per thousand queries, whatever a tree would save.
+_TREE_MIN_SAMPLES = 1_000
+# A tree pays while a query's neighbourhood (the kernel's support, or the
+# truncation radius of an infinite-support kernel) holds at most this share of
+# the data; the share shrinks with the dimension, and beyond 12 features (not
+# measured) a radius query visits most leaves.
+_TREE_MAX_FRACTION = {5: 0.15, 8: 0.07, 12: 0.03}
+# Ball trees beat KD-trees in 236 of the 240 configurations (median 1.29x).
+_TREE = "ball_tree"
+# Probe: queries from this many training rows, against at most this many keys.
 _PROBE_ROWS = 64
+_PROBE_KEYS = 16_384
 
 
 def neighbour_fraction(X: np.ndarray, log_w: np.ndarray, kernel: Kernel, rtol: float) -> float:
     """Mean share of the training set inside a query's tree-path radius.
 
     Probed by brute force from up to 64 evenly spaced training rows taken as
-    queries (each leaving itself out, as a fresh query would).
+    queries (each leaving itself out, as a fresh query would) against at most
+    16,384 evenly spaced training rows, so the probe's memory is bounded.
     """
-    train = TrainSet(X)
-    rows = np.unique(np.linspace(0, len(X) - 1, min(_PROBE_ROWS, len(X))).astype(np.intp))
-    S = _sq_distances(train.X[rows], train, kernel)
-    S[np.arange(len(rows)), rows] = np.inf
+    n = len(X)
+    keys = np.unique(np.linspace(0, n - 1, min(_PROBE_KEYS, n)).astype(np.intp))
+    rows = keys[np.unique(np.linspace(0, len(keys) - 1, min(_PROBE_ROWS, n)).astype(np.intp))]
+    train = TrainSet(X[keys])
+    with _single_threaded_blas():
+        S = _sq_distances(X[rows] - train.center, train, kernel)
+    S[np.arange(len(rows)), np.searchsorted(keys, rows)] = np.inf
     if kernel.compact:
         radius_sq = np.full(len(rows), kernel.support**2)
     else:
@@ -650,14 +667,29 @@ def neighbour_fraction(X: np.ndarray, log_w: np.ndarray, kernel: Kernel, rtol: f
     return float(np.mean(S <= radius_sq[:, None]))
 
 
+def _folds(train: TrainSet, kernel: Kernel) -> bool:
+    """Whether brute force will take the folded single-GEMM path (see ``_FoldedKeys``).
+
+    Queries are not known at fit: the 99th percentile of the training norms
+    stands for theirs.  Folded, brute force costs about 2 ns per pair, so it
+    wins over a tree for every neighbourhood size measured.
+    """
+    if kernel.log_slope is None or not train.n_samples:
+        return False
+    typical = float(np.percentile(train.sq_norms, 99))
+    error = abs(kernel.log_slope) * (train.X.shape[1] + 2) * _EPS
+    return error * (train.max_sq_norm + typical) <= _MAX_GEMM_ERROR
+
+
 def choose_algorithm(X: np.ndarray, log_w: np.ndarray, kernel: Kernel, rtol: float) -> str:
     """Resolve algorithm="auto" for bandwidth-scaled training inputs ``X``."""
     n, d = X.shape
-    if n < _TREE_MIN_SAMPLES or d > _TREE_MAX_FEATURES:
+    limits = [share for max_d, share in _TREE_MAX_FRACTION.items() if d <= max_d]
+    if n < _TREE_MIN_SAMPLES or not limits or _folds(TrainSet(X), kernel):
         return "brute"
-    if neighbour_fraction(X, log_w, kernel, rtol) > _TREE_MAX_FRACTION:
+    if neighbour_fraction(X, log_w, kernel, rtol) > limits[0]:
         return "brute"
-    return "kd_tree"
+    return _TREE
 
 
 def pool(

@@ -22,7 +22,7 @@ from sklearn import config_context
 from sklearn.neighbors import BallTree, KDTree, RadiusNeighborsRegressor
 
 from skl_nw import BandwidthSearchCV, NadarayaWatsonRegressor, ParzenClassifier, _engine
-from skl_nw._kernels import KERNELS, kernel_names
+from skl_nw._kernels import KERNELS, get_kernel, kernel_names
 
 NAMES = kernel_names()
 COMPACT = [name for name in NAMES if KERNELS[name].compact]
@@ -446,13 +446,13 @@ def test_pickle_round_trip(rng, kernel, algorithm):
 
 
 def test_auto_uses_brute_force_for_small_n(rng):
-    X, y = _regression_data(rng, 1000, 2)
+    X, y = _regression_data(rng, 999, 2)  # below _TREE_MIN_SAMPLES = 1000
     reg = NadarayaWatsonRegressor(bandwidth=0.01, kernel="epanechnikov").fit(X, y)
     assert reg._fit_method == "brute" and reg.tree_ is None
 
 
 def test_auto_uses_brute_force_in_high_dimension(rng):
-    X, y = _regression_data(rng, 3000, 12)
+    X, y = _regression_data(rng, 3000, 13)  # beyond the 12 features measured
     reg = NadarayaWatsonRegressor(bandwidth=0.05, kernel="epanechnikov").fit(X, y)
     assert reg._fit_method == "brute" and reg.tree_ is None
 
@@ -465,7 +465,7 @@ def test_auto_uses_a_tree_for_large_low_dimensional_data(rng, est):
     y = np.sin(5 * X[:, 0]) + X[:, 1] if est is NadarayaWatsonRegressor else X[:, 0] > X[:, 1]
     Q = rng.uniform(size=(300, 2))
     auto = est(bandwidth=h, kernel="epanechnikov").fit(X, y)
-    assert auto._fit_method == "kd_tree"
+    assert auto._fit_method == "ball_tree"  # faster than kd_tree in 236 of 240 measurements
     assert auto.tree_ is not None
     brute = est(bandwidth=h, kernel="epanechnikov", algorithm="brute").fit(X, y)
     if est is NadarayaWatsonRegressor:
@@ -475,6 +475,25 @@ def test_auto_uses_a_tree_for_large_low_dimensional_data(rng, est):
     # A bandwidth covering much of the data makes the tree pointless.
     wide = est(bandwidth=0.5, kernel="epanechnikov").fit(X, y)
     assert wide._fit_method == "brute"
+
+
+def test_auto_uses_brute_force_when_the_gaussian_folds(rng):
+    # The unit square at h = 0.022 spans 45 bandwidths: the Gaussian's truncation
+    # radius (~9.5 bandwidths) holds ~12% of the data, under the 15% share limit,
+    # but the data sit close enough to their centre for the Gaussian to fold into
+    # one GEMM on the brute path (about 2 ns a pair), which beats a tree at every
+    # measured size.  A compact kernel does not fold and gets the tree.
+    n = 20_000
+    X = rng.uniform(size=(n, 2))
+    y = np.sin(5 * X[:, 0])
+    gaussian = NadarayaWatsonRegressor(bandwidth=0.022).fit(X, y)
+    assert gaussian._fit_method == "brute"
+    log_w = np.zeros(n)
+    share = _engine.neighbour_fraction(X / 0.022, log_w, get_kernel("gaussian"), 1e-16)
+    assert share <= 0.15  # the share alone would have chosen a tree
+    assert (
+        NadarayaWatsonRegressor(0.022, kernel="epanechnikov").fit(X, y)._fit_method == "ball_tree"
+    )
 
 
 # --------------------------------------------------------------------------
