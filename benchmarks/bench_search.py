@@ -18,8 +18,6 @@ Every method uses the Gaussian kernel ``exp(-u^2 / 2)``, statsmodels' too.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import time
 import warnings
 
@@ -28,6 +26,8 @@ from scipy.optimize import minimize_scalar
 from threadpoolctl import threadpool_limits
 
 from skl_nw import BandwidthSearchCV, NadarayaWatsonRegressor
+
+from ._common import describe, environment, table, timings
 
 # ---------------------------------------------------------------- helpers
 
@@ -63,11 +63,7 @@ def loo_mse(X: np.ndarray, y: np.ndarray, h) -> float:
 
 def timed(fn, repeat: int = 1):
     """Run ``fn`` ``repeat`` times; return (last result, median seconds)."""
-    times, result = [], None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - start)
+    result, times = timings(fn, repeat)
     return result, float(np.median(times))
 
 
@@ -75,39 +71,8 @@ def search(method: str, **kwargs) -> BandwidthSearchCV:
     return BandwidthSearchCV(NadarayaWatsonRegressor(), method=method, random_state=0, **kwargs)
 
 
-def table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def fmt_h(h) -> str:
     return "(" + ", ".join(f"{v:.3g}" for v in np.atleast_1d(h)) + ")"
-
-
-def environment() -> str:
-    import scipy
-    import sklearn
-
-    import skl_nw
-
-    versions = [
-        f"numpy {np.__version__}",
-        f"scipy {scipy.__version__}",
-        f"scikit-learn {sklearn.__version__}",
-        f"skl_nw {skl_nw.__version__}",
-    ]
-    for name in ("statsmodels", "metric_learn"):
-        try:
-            module = __import__(name)
-            versions.append(f"{name} {getattr(module, '__version__', '?')}")
-        except ImportError:
-            versions.append(f"{name} not installed")
-    load = f", load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
-    return (
-        f"Python {platform.python_version()} on {platform.machine()}, "
-        f"{os.cpu_count()} CPU cores{load}; " + ", ".join(versions)
-    )
 
 
 # ------------------------------------------------------- 1. vs statsmodels
@@ -365,7 +330,8 @@ def main(argv: list[str] | None = None) -> None:
     seeds = range(2) if args.quick else range(5)
 
     blas = "default" if args.blas_threads is None else str(args.blas_threads)
-    print(f"Machine: {environment()}; BLAS threads: {blas}\n", flush=True)
+    env = environment(("statsmodels", "metric_learn"))
+    print(f"{describe(env)}; BLAS threads: {blas}\n", flush=True)
     start = time.perf_counter()
     with threadpool_limits(limits=args.blas_threads, user_api="blas"):
         sections = []
