@@ -501,11 +501,14 @@ def _tree_margins(train: TrainSet, log_w: np.ndarray, rtol: float) -> list[float
     keeps the excluded mass below ``rtol`` times the included one, tree by tree
     (so each class of the classifier keeps its own log-probability).
     """
+    return [_log_margin(log_w[t.rows], rtol) for t in train.trees]
+
+
+def _log_margin(log_w: np.ndarray, rtol: float) -> float:
+    """``log(rtol) + log(smallest positive weight) - log(total weight)`` of these points."""
+    positive = log_w[np.isfinite(log_w)]
     with np.errstate(divide="ignore"):
-        return [
-            float(np.log(rtol) + log_w[t.rows].min() - logsumexp(log_w[t.rows]))
-            for t in train.trees
-        ]
+        return float(np.log(rtol) + positive.min() - logsumexp(positive))
 
 
 def _tree_neighbours(Q, train, kernel, margins, factor=1.0, exclude=None):
@@ -594,16 +597,21 @@ def _coo_exp(row, a, row_max):
     return np.exp(a - np.where(np.isfinite(row_max), row_max, 0.0)[row])
 
 
+def _coo_sums(row, col, e, V, m):
+    """Return ``[sum e V, sum e]`` per row from COO entries: the sparse ``_weighted_sums``.
+
+    Straight from the entries: building a sparse matrix would sort them first
+    (measured: a tenth of a tree predict at n = 1e6).  A bincount of no entries
+    at all comes back as integers, hence the cast.
+    """
+    columns = [np.bincount(row, weights=e * V[col, j], minlength=m) for j in range(V.shape[1])]
+    columns.append(np.bincount(row, weights=e, minlength=m))
+    return np.column_stack(columns).astype(np.float64, copy=False)
+
+
 def _tree_pool_rows(row, col, a, row_max, V):
-    m = len(row_max)
-    e = _coo_exp(row, a, row_max)
-    denominator = np.bincount(row, weights=e, minlength=m)
-    # Sums straight from the COO entries: building a sparse matrix would sort
-    # them first (measured: a tenth of a tree predict at n = 1e6).
-    # (bincount of no entries at all comes back as integers: cast.)
-    pooled = np.column_stack(
-        [np.bincount(row, weights=e * V[col, j], minlength=m) for j in range(V.shape[1])]
-    ).astype(np.float64, copy=False)
+    sums = _coo_sums(row, col, _coo_exp(row, a, row_max), V, len(row_max))
+    pooled, denominator = sums[:, :-1], sums[:, -1]
     empty = row_max == -np.inf
     pooled /= np.where(empty, 1.0, denominator)[:, None]
     pooled[empty] = np.nan
@@ -671,10 +679,8 @@ def neighbour_fraction(X: np.ndarray, log_w: np.ndarray, kernel: Kernel, rtol: f
     if kernel.compact:
         radius_sq = np.full(len(rows), kernel.support**2)
     else:
-        with np.errstate(divide="ignore"):
-            margin = np.log(rtol) + log_w[np.isfinite(log_w)].min() - logsumexp(log_w)
-        s_nn = S.min(axis=1)
-        radius_sq = kernel.log_profile_inverse(kernel.log_profile(s_nn) + margin)
+        level = kernel.log_profile(S.min(axis=1)) + _log_margin(log_w, rtol)
+        radius_sq = kernel.log_profile_inverse(level)
     return float(np.mean(S <= radius_sq[:, None]))
 
 
@@ -747,11 +753,7 @@ def pool(
         row, col, s = _tree_neighbours(Qc, train, kernel, margins)
         e = kernel.profile(s)
         e *= weights[col]
-        sums = np.column_stack(
-            [np.bincount(row, weights=e * V[col, j], minlength=len(Qc)) for j in range(V.shape[1])]
-            + [np.bincount(row, weights=e, minlength=len(Qc))]
-        ).astype(np.float64, copy=False)
-        return _normalise_sums(sums, log_space)
+        return _normalise_sums(_coo_sums(row, col, e, V, len(Qc)), log_space)
 
     def dense(chunk, Qc):
         sums = None if folded is None else folded.pooled_sums(Qc)
