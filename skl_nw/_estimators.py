@@ -44,6 +44,14 @@ def _weighted_scale(x: np.ndarray, w: np.ndarray) -> float:
     return float(min(positive)) if positive else 1.0
 
 
+def check_weights(sample_weight: ArrayLike | None, X: np.ndarray) -> np.ndarray:
+    """Non-negative float64 sample weights with a positive sum (ones for None)."""
+    w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+    if not w.sum() > 0:  # older scikit-learn lets all-zero weights through
+        raise ValueError("sample_weight must have a positive sum; got all zeros.")
+    return w
+
+
 def rule_of_thumb(
     X: ArrayLike, rule: str = "scott", sample_weight: ArrayLike | None = None
 ) -> np.ndarray:
@@ -155,9 +163,7 @@ class _NWBase(BaseEstimator):
 
     def _fit_inputs(self, X: np.ndarray, sample_weight) -> tuple[np.ndarray, np.ndarray]:
         """Resolve kernel and bandwidth; return the scaled X and the sample weights."""
-        w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
-        if not w.sum() > 0:
-            raise ValueError("sample_weight must have a positive sum; got all zeros.")
+        w = check_weights(sample_weight, X)
         self._kernel = get_kernel(self.kernel)
         self.bandwidth_ = self._resolve_bandwidth(X, w)
         return self._scale(X), w

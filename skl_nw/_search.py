@@ -17,10 +17,10 @@ from sklearn.utils import check_random_state, get_tags
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _engine
-from ._estimators import _NWBase, rule_of_thumb
+from ._estimators import _NWBase, check_weights, rule_of_thumb
 
 __all__ = ["BandwidthSearchCV"]
 
@@ -324,9 +324,7 @@ class BandwidthSearchCV(MetaEstimatorMixin, BaseEstimator):
         X, y = validate_data(self, X, y, dtype=np.float64, multi_output=not classifier)
         if classifier:
             check_classification_targets(y)
-        w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
-        if not w.sum() > 0:
-            raise ValueError("sample_weight must have a positive sum; got all zeros.")
+        w = check_weights(sample_weight, X)
         self._scorer = check_scoring(
             self.estimator,
             self.scoring or ("neg_log_loss" if classifier else "neg_mean_squared_error"),
