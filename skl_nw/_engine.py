@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import threading
 from collections.abc import Callable
 
@@ -280,13 +281,116 @@ class _FoldedKeys:
         if error * (q_sq.max(initial=0.0) + self.train.max_sq_norm) > _MAX_GEMM_ERROR:
             return None
         queries = np.column_stack([-2.0 * self.slope * Q, np.ones(len(Q)), self.slope * q_sq])
-        A = queries @ self.keys.T
-        np.exp(A, out=A)
-        return _weighted_sums(A, self.values)
+        return _exp_sums(queries @ self.keys.T, self.values)
 
 
 # Row sums below this have lost relative precision to subnormals: redo with a shift.
 _UNDERFLOW = 1e-280
+
+
+@functools.cache
+def _compiled():
+    """Return the numba kernels (:mod:`skl_nw._compiled`), or None if absent or disabled."""
+    if os.environ.get("SKL_NW_DISABLE_NUMBA", "") not in ("", "0"):
+        return None
+    try:
+        from . import _compiled as compiled
+    except ImportError:
+        return None
+    return compiled
+
+
+def _exp_sums(
+    A: np.ndarray,
+    V: np.ndarray,
+    *,
+    slope: float = 1.0,
+    offset: np.ndarray | None = None,
+    own: np.ndarray | None = None,
+) -> np.ndarray:
+    """``[E @ V, E.sum(axis=1)]`` for ``E = exp(slope * A + offset)``, all of it ``<= 0``.
+
+    ``own`` (one column per row) is left out of each row: leave-one-out by
+    index.  One pass over ``A`` with the compiled kernel; else numpy's passes
+    (``A`` is then overwritten when ``slope == 1`` and there is no offset).
+    """
+    m, n = A.shape
+    compiled = _compiled()
+    if compiled is not None:
+        sums = np.empty((m, V.shape[1] + 1))
+        offset = np.zeros(n) if offset is None else offset
+        own = np.full(m, -1) if own is None else own
+        VT = np.ascontiguousarray(V.T)
+        compiled.exp_sums(np.ascontiguousarray(A), float(slope), offset, VT, own, sums)
+        return sums
+    if slope != 1.0 or offset is not None:
+        A = A * slope
+        A += 0.0 if offset is None else offset
+    if own is not None:
+        A[np.arange(m), own] = -np.inf
+    np.exp(A, out=A)
+    return _weighted_sums(A, V)
+
+
+def _exp_sums_slopes(
+    Q: np.ndarray,
+    train: TrainSet,
+    XT: np.ndarray,
+    V: np.ndarray,
+    slopes: np.ndarray,
+    offset: np.ndarray,
+    own: np.ndarray,
+    kernel: Kernel,
+) -> np.ndarray:
+    """:func:`_exp_sums` of ``slope * |q - x|^2 + offset`` for every slope: (m, n_slopes, k + 1).
+
+    ``XT`` is ``train.X.T``, contiguous (made once by the caller).  Each chunk's
+    squared distances serve every slope.  With the compiled kernel they are
+    never stored, and a slope twice another one (the
+    bandwidth divided by sqrt(2), as in the default grid of BandwidthSearchCV)
+    squares that one's kernel values instead of taking an exp: one multiply
+    per pair.
+    """
+    compiled = _compiled()
+    if compiled is None:
+        S = _sq_distances(Q, train, kernel)
+        return np.stack([_exp_sums(S, V, slope=c, offset=offset, own=own) for c in slopes], axis=1)
+    order, squares = _square_chains(slopes)
+    w = np.exp(offset)
+    WVT = np.ascontiguousarray((w[:, None] * V).T)
+    sums = np.empty((Q.shape[0], len(slopes), V.shape[1] + 1))
+    Q = np.ascontiguousarray(Q)
+    compiled.exp_sums_chained(Q, XT, slopes[order], squares, w, WVT, own, sums)
+    out = np.empty_like(sums)
+    out[:, order] = sums
+    return out
+
+
+# A kernel value squared this many times in a row has a relative error of up to
+# 2^4 times the exp's (a few ulp): then a chain restarts with an exp.
+_MAX_SQUARINGS = 4
+
+
+def _square_chains(slopes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Order the slopes in chains ``c, 2c, 4c, ...``; flag the members after the first."""
+    left = list(np.argsort(np.abs(slopes), kind="stable"))
+    order, squares = [], []
+    while left:
+        t = left.pop(0)
+        order.append(t)
+        squares.append(False)
+        for _ in range(_MAX_SQUARINGS):
+            target = 2.0 * slopes[t]
+            match = next(
+                (u for u in left if abs(slopes[u] - target) <= 4 * _EPS * abs(target)), None
+            )
+            if match is None:
+                break
+            left.remove(match)
+            order.append(match)
+            squares.append(True)
+            t = match
+    return np.array(order, dtype=np.intp), np.array(squares, dtype=np.bool_)
 
 
 def _weighted_sums(A: np.ndarray, V: np.ndarray) -> np.ndarray:
@@ -914,6 +1018,7 @@ def loo_pool(
     factors = np.asarray(factors, dtype=np.float64)
     slope = kernel.log_slope
     shifted = _shifted_log_weights(log_w)
+    XT = np.ascontiguousarray(train.X.T)
 
     def tree(chunk, Qc, margins):
         exclude = np.arange(chunk.start, chunk.stop)
@@ -924,28 +1029,26 @@ def loo_pool(
         return pooled
 
     def dense(chunk, Qc):
-        S = _sq_distances(Qc, train, kernel)
         exclude = np.arange(chunk.start, chunk.stop)
-        own = (np.arange(len(Qc)), exclude)
         pooled = np.empty((len(Qc), len(factors), V.shape[1]))
-        A = np.empty_like(S)
+        # log K = c s: the log weights are one multiply-add, at most 0.
+        sums = None
+        if slope is not None:
+            slopes = slope / factors**2
+            sums = _exp_sums_slopes(Qc, train, XT, V, slopes, shifted, exclude, kernel)
+        S = functools.cache(lambda: _sq_distances(Qc, train, kernel))  # only if needed
         for t, factor in enumerate(factors):
 
             def general(r, factor=factor):
                 A_r, max_r = _log_attention_sq(
-                    S[r] / factor**2, log_w, kernel, fallback, exclude[r]
+                    S()[r] / factor**2, log_w, kernel, fallback, exclude[r]
                 )
                 return _pool_rows(A_r, max_r, V)
 
-            if slope is None:
+            if sums is None:
                 pooled[:, t] = general(slice(None))
-                continue
-            # log K = c s: the log weights are one multiply-add, at most 0.
-            np.multiply(S, slope / factor**2, out=A)
-            A += shifted
-            A[own] = -np.inf
-            np.exp(A, out=A)
-            pooled[:, t] = _normalise_sums(_weighted_sums(A, V), general)
+            else:
+                pooled[:, t] = _normalise_sums(sums[:, t], general)
         return pooled
 
     out = np.empty((train.n_samples, len(factors), V.shape[1]))
@@ -1003,6 +1106,13 @@ def loo_loss_grad(
 
 
 def _loo_loss_grad(train, log_w, V, kernel, rows, loss_fn, row_weights):
+    compiled = _compiled()
+    if compiled is not None and kernel.log_slope is not None:
+        result = _loo_loss_grad_compiled(
+            compiled, train, log_w, V, kernel.log_slope, rows, loss_fn, row_weights
+        )
+        if result is not None:
+            return result
     Z = train.X
     Zb = Z[rows]
     S = _sq_distances(Zb, train, kernel)
@@ -1021,4 +1131,32 @@ def _loo_loss_grad(train, log_w, V, kernel, rows, loss_fn, row_weights):
     col_sum = C.sum(axis=0)
     cross = np.einsum("ij,ij->j", Zb, C @ Z)
     grad = -2.0 * (row_sum @ Zb**2 + col_sum @ Z**2 - 2.0 * cross)
+    return float(r @ losses), grad
+
+
+def _loo_loss_grad_compiled(compiled, train, log_w, V, slope, rows, loss_fn, row_weights):
+    """:func:`_loo_loss_grad` for ``log K = slope * s`` in two compiled passes.
+
+    The first pass gives the predictions (weights ``w_k exp(slope s_ik)``,
+    never stored), the loss gives ``R``, the second pass recomputes the
+    weights and sums the gradient terms.  None if some row's weights all
+    underflow (the caller's log-space path handles it).
+    """
+    Zb = np.ascontiguousarray(train.X[rows])
+    XT = np.ascontiguousarray(train.X.T)
+    w = np.exp(_shifted_log_weights(log_w))
+    V_unit, scale = _unit_values(V)
+    WVT = np.ascontiguousarray((w[:, None] * V_unit).T)
+    sums = np.empty((len(rows), 1, V.shape[1] + 1))
+    compiled.exp_sums_chained(Zb, XT, np.array([slope]), np.zeros(1, bool), w, WVT, rows, sums)
+    numerators, denominators = sums[:, 0, :-1], sums[:, 0, -1]
+    if denominators.min(initial=np.inf) < _UNDERFLOW:
+        return None
+    P = numerators / denominators[:, None] * scale
+    losses, R = loss_fn(P, rows)
+    r = row_weights / row_weights.sum()
+    grad = np.zeros(Zb.shape[1])
+    RP = np.einsum("ik,ik->i", R, P)
+    row_coef = r * slope / denominators
+    compiled.loo_grad(Zb, XT, slope, w, np.ascontiguousarray(V.T), R, RP, rows, row_coef, grad)
     return float(r @ losses), grad

@@ -153,7 +153,8 @@ class _NWBase(BaseEstimator):
         return h
 
     def _scale(self, X: np.ndarray, name: str = "X") -> np.ndarray:
-        Xs = X / self.bandwidth_
+        with np.errstate(over="ignore"):  # an overflow is the error raised below
+            Xs = X / self.bandwidth_
         if Xs.size and not np.abs(Xs).max() < _MAX_SCALED:
             raise ValueError(
                 f"{name} divided by bandwidth_ overflows (|x / h| >= {_MAX_SCALED:g}); "

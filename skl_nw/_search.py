@@ -25,7 +25,10 @@ from ._estimators import _NWBase, check_weights, rule_of_thumb
 __all__ = ["BandwidthSearchCV"]
 
 # Default grid: multiples of the per-feature rule of thumb, log-spaced.
-_DEFAULT_FACTORS = np.geomspace(0.02, 20.0, 40)
+# 40 log-spaced multiples from 2^-5.5 = 0.022 to 2^4.25 = 19: a step of 2^(1/4),
+# so every other candidate is the bandwidth over sqrt(2), whose Gaussian kernel
+# values are the squares of the previous ones (the engine reuses them).
+_DEFAULT_FACTORS = 2.0 ** (np.arange(-22, 18) / 4)
 # log-bandwidths may move this far from their start (e^40 ~ 2e17): unbounded in
 # practice, yet every scaled coordinate stays finite.
 _MAX_LOG_STEP = 40.0
@@ -147,7 +150,7 @@ class BandwidthSearchCV(MetaEstimatorMixin, BaseEstimator):
         Grid search or gradient descent.
     bandwidths : array-like, default=None
         Grid candidates: a list of positive scalars or of per-feature arrays.
-        None uses 40 log-spaced multiples, from 0.02 to 20, of the per-feature
+        None uses 40 log-spaced multiples, 2^(k/4) from 0.022 to 19, of the per-feature
         rule of thumb (the estimator's "scott" / "silverman", else "scott").
     cv : "loo", int, cross-validation generator or iterable, default="loo"
         "loo" scores the closed-form leave-one-out predictions; anything else

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import tracemalloc
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -832,3 +833,14 @@ def test_brute_force_memory_stays_bounded_for_1e5_by_1e5(rng):
     assert peak - start < 512 * 2**20
     sample = rng.choice(n, 50, replace=False)
     assert_allclose(pred[sample], naive_predict(X, y, Q[sample], 0.05), rtol=1e-9, atol=1e-12)
+
+
+def test_overflowing_queries_raise_without_a_runtime_warning():
+    # Found by the fuzz test: a search on tiny inputs picks h ~ 1e-306; a query
+    # at 102 then overflows x / h.  The documented ValueError, and no warning first.
+    X = np.array([[4.36502964e-305], [0.0]])
+    search = BandwidthSearchCV(NadarayaWatsonRegressor()).fit(X, np.zeros(2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match="overflows"):
+            search.predict(np.array([[102.0]]))

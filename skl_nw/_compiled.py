@@ -1,0 +1,203 @@
+"""Optional compiled kernel (numba): the exponential and the weighted row sums in one pass.
+
+For the Gaussian the engine gets every log weight of a chunk from one GEMM
+(see ``_engine._FoldedKeys``); what is left per pair is ``exp`` and two
+multiply-adds into the row's numerator and denominator.  numpy needs two
+passes over the chunk for that (``np.exp`` in place, then a matrix-vector
+product and a row sum); this kernel reads each log weight once and never
+writes the weights back (measured: 1.5-2.5x the pairs per second of the
+numpy passes, see the Benchmarks page).
+
+The exponential is a vectorisable polynomial, not libm's scalar ``exp``:
+Cody-Waite reduction ``x = n ln 2 + r`` with ``|r| <= ln 2 / 2``, a degree-12
+Taylor polynomial for ``exp(r)`` (truncation below ``2e-16`` relative) and
+``2^n`` built from its bits.  Relative error at most a few ulp (tested
+against ``np.exp``), for the ``x <= 0`` the engine passes; below ``-708`` it
+returns 0 (the engine redoes rows whose sums underflow in log space).
+
+numba is optional (the ``fast`` extra, also in ``test`` and ``bench``).
+Without it, or with the environment variable ``SKL_NW_DISABLE_NUMBA=1``,
+the engine does not import this module and uses its numpy passes; the test
+suite runs both.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba.core import types
+from numba.extending import intrinsic
+
+__all__ = ["exp_nonpositive_array", "exp_sums", "exp_sums_chained", "loo_grad"]
+
+_LOG2E = 1.4426950408889634
+_LN2_HI = 6.93147180369123816490e-01  # ln 2 split in two: n * _LN2_HI is exact
+_LN2_LO = 1.90821492927058770002e-10
+_ROUND = 6755399441055744.0  # 1.5 * 2**52: adding it rounds to an integer
+_MIN_EXPONENT = -708.0  # exp below this is (sub)normal-range: returned as 0
+
+
+@intrinsic
+def _bits_to_float(typingctx, x):
+    """Reinterpret the bits of an int64 as a float64 (vectorises, unlike ldexp)."""
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.float64))
+
+    return types.float64(types.int64), codegen
+
+
+# contract: fused multiply-adds; reassoc: lets the row sums vectorise (the
+# summation order changes, as it does between BLAS builds).  No nnan/ninf.
+_FAST = {"contract", "reassoc"}
+
+
+@numba.njit(inline="always", fastmath=_FAST)
+def _exp_nonpositive(x):
+    n = (x * _LOG2E + _ROUND) - _ROUND
+    r = (x - n * _LN2_HI) - n * _LN2_LO
+    p = 1.0 / 479001600.0
+    p = p * r + 1.0 / 39916800.0
+    p = p * r + 1.0 / 3628800.0
+    p = p * r + 1.0 / 362880.0
+    p = p * r + 1.0 / 40320.0
+    p = p * r + 1.0 / 5040.0
+    p = p * r + 1.0 / 720.0
+    p = p * r + 1.0 / 120.0
+    p = p * r + 1.0 / 24.0
+    p = p * r + 1.0 / 6.0
+    p = p * r + 0.5
+    p = p * r + 1.0
+    p = p * r + 1.0
+    two_n = _bits_to_float((np.int64(n) + 1023) << 52)
+    return p * two_n if x > _MIN_EXPONENT else 0.0
+
+
+@numba.njit(nogil=True, cache=True, fastmath=_FAST)
+def exp_sums(A, slope, offset, VT, own, out):  # pragma: no cover - compiled
+    """Set ``out[i] = [sum_j e_ij VT[:, j], sum_j e_ij]``, ``e_ij = exp(slope A_ij + offset_j)``.
+
+    ``e_ij = 0`` for ``j = own[i]`` (leave-one-out by index; -1: none).
+    Every ``slope A_ij + offset_j`` must be ``<= 0`` (up to rounding).
+    """
+    m, n = A.shape
+    k = VT.shape[0]
+    e = np.empty(n if k > 1 else 0)
+    for i in range(m):
+        den = 0.0
+        if k == 1:
+            num = 0.0
+            for j in range(n):
+                t = _exp_nonpositive(slope * A[i, j] + offset[j]) if j != own[i] else 0.0
+                den += t
+                num += t * VT[0, j]
+            out[i, 0] = num
+        else:
+            for j in range(n):
+                t = _exp_nonpositive(slope * A[i, j] + offset[j]) if j != own[i] else 0.0
+                e[j] = t
+                den += t
+            for o in range(k):
+                num = 0.0
+                for j in range(n):
+                    num += e[j] * VT[o, j]
+                out[i, o] = num
+        out[i, k] = den
+
+
+@numba.njit(nogil=True, cache=True, fastmath=_FAST)
+def exp_nonpositive_array(x, out):  # pragma: no cover - compiled
+    """``out = exp(x)`` elementwise with the kernel's polynomial (for the tests)."""
+    for j in range(x.size):
+        out[j] = _exp_nonpositive(x[j])
+
+
+@numba.njit(inline="always", fastmath=_FAST)
+def _sq_distances_row(Q, XT, i, s):
+    """``s[j] = |Q_i - X_j|^2`` by direct differences, one feature at a time."""
+    s[:] = 0.0
+    for f in range(Q.shape[1]):
+        q = Q[i, f]
+        for j in range(XT.shape[1]):
+            diff = q - XT[f, j]
+            s[j] += diff * diff
+
+
+@numba.njit(nogil=True, cache=True, fastmath=_FAST)
+def exp_sums_chained(Q, XT, slopes, squares, w, WVT, own, out):  # pragma: no cover - compiled
+    """:func:`exp_sums` for several slopes, from the inputs: ``out[i, t]`` of ``e_ijt``.
+
+    ``e_ijt = w_j exp(slopes[t] |Q_i - X_j|^2)``.
+    Squared distances come from direct differences, row by row (exact to
+    rounding, never stored).  Candidates run in the order given;
+    ``squares[t]`` says that ``slopes[t] == 2 * slopes[t - 1]``, so the kernel
+    values are the squares of the previous candidate's: one multiply per pair
+    instead of an exp (the caller keeps chains short, so the relative error
+    stays a few ulp).  The weights ``w`` (``<= 1``) and ``WVT = (w V)^T``
+    multiply the kernel values; ``own`` as for :func:`exp_sums`.
+    """
+    m, d = Q.shape
+    n = XT.shape[1]
+    k = WVT.shape[0]
+    s = np.empty(n)
+    e = np.empty(n)
+    for i in range(m):
+        _sq_distances_row(Q, XT, i, s)
+        for t in range(slopes.size):
+            den = 0.0
+            num = 0.0
+            if squares[t]:
+                for j in range(n):
+                    x = e[j]
+                    x = x * x if x > 1e-150 else 0.0  # no subnormals (slow)
+                    e[j] = x
+                    den += w[j] * x
+                    num += WVT[0, j] * x
+            else:
+                c = slopes[t]
+                for j in range(n):
+                    x = _exp_nonpositive(c * s[j]) if j != own[i] else 0.0
+                    e[j] = x
+                    den += w[j] * x
+                    num += WVT[0, j] * x
+            out[i, t, 0] = num
+            out[i, t, k] = den
+            for o in range(1, k):
+                num = 0.0
+                for j in range(n):
+                    num += WVT[o, j] * e[j]
+                out[i, t, o] = num
+
+
+@numba.njit(nogil=True, cache=True, fastmath=_FAST)
+def loo_grad(Q, XT, slope, w, VT, R, RP, own, row_coef, grad):  # pragma: no cover - compiled
+    """Add the leave-one-out gradient terms of the rows of ``Q`` to ``grad``, per feature.
+
+    For ``log K = slope * s``: with ``e_ij = w_j exp(slope s_ij)`` (0 for
+    ``j = own[i]``), ``u_ij = R_i . V_j`` and the caller's
+    ``row_coef[i] = r_i slope / sum_j e_ij``,
+    ``grad_f += -2 sum_ij row_coef_i e_ij (u_ij - RP_i) (Q_if - X_jf)^2``.
+    """
+    m, d = Q.shape
+    n = XT.shape[1]
+    k = VT.shape[0]
+    s = np.empty(n)
+    c = np.empty(n)
+    for i in range(m):
+        _sq_distances_row(Q, XT, i, s)
+        c[:] = -RP[i]
+        for o in range(k):
+            r = R[i, o]
+            for j in range(n):
+                c[j] += r * VT[o, j]
+        for j in range(n):
+            c[j] *= w[j] * _exp_nonpositive(slope * s[j])
+        if own[i] >= 0:
+            c[own[i]] = 0.0
+        for f in range(d):
+            q = Q[i, f]
+            acc = 0.0
+            for j in range(n):
+                diff = q - XT[f, j]
+                acc += c[j] * diff * diff
+            grad[f] += -2.0 * row_coef[i] * acc

@@ -1,0 +1,212 @@
+"""The optional compiled kernel (numba) against numpy and against the naive formulas.
+
+The engine has two implementations of its Gaussian inner loop: the compiled
+one-pass kernel (``skl_nw._compiled``) and numpy's passes.  These tests pin
+the compiled exponential to ``np.exp``, both paths to each other and to the
+textbook formula.  (CI also runs the whole suite once with
+``SKL_NW_DISABLE_NUMBA=1``, on the numpy passes alone.)
+"""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+
+import skl_nw
+from conftest import naive_predict
+from skl_nw import BandwidthSearchCV, NadarayaWatsonRegressor, ParzenClassifier, _engine
+from skl_nw._engine import loo_pool, pool, prepare_train
+from skl_nw._kernels import get_kernel
+
+GAUSSIAN = get_kernel("gaussian")
+
+
+@pytest.fixture
+def compiled():
+    """The compiled kernels (the test is skipped where numba is not installed)."""
+    pytest.importorskip("numba")
+    if _engine._compiled() is None:
+        pytest.skip("the compiled kernel is disabled (SKL_NW_DISABLE_NUMBA)")
+    return _engine._compiled()
+
+
+def test_polynomial_exp_matches_numpy(compiled, rng):
+    x = np.concatenate(
+        [
+            -rng.uniform(0, 708, 200_000),
+            -rng.uniform(0, 1e-3, 1000),
+            [0.0, -1e-300, -0.5 * np.log(2), -np.log(2), -707.99, -745.0, -1e300],
+            rng.uniform(0, 1e-12, 100),  # rounding in the folded GEMM can give tiny x > 0
+        ]
+    )
+    out = np.empty_like(x)
+    compiled.exp_nonpositive_array(x, out)
+    ref = np.exp(x)
+    normal = x > -708
+    assert np.max(np.abs(out[normal] - ref[normal]) / ref[normal]) < 4 * np.finfo(float).eps
+    assert np.all(out[~normal] == 0.0)  # below the normal range: exactly 0, as documented
+
+
+@pytest.mark.parametrize("k", [1, 3])
+@pytest.mark.parametrize("affine", [False, True])
+@pytest.mark.parametrize("exclude", [None, 0, 5])
+def test_exp_sums_compiled_equals_numpy_passes(compiled, rng, monkeypatch, k, affine, exclude):
+    m, n = 17, 301
+    A = -rng.exponential(20.0, (m, n))
+    V = rng.normal(size=(n, k))
+    kwargs = {"slope": 0.37, "offset": -rng.exponential(3.0, n)} if affine else {}
+    if exclude is not None:
+        kwargs["own"] = exclude + np.arange(m)
+    fast = _engine._exp_sums(A.copy(), V, **kwargs)
+    monkeypatch.setattr(_engine, "_compiled", lambda: None)
+    slow = _engine._exp_sums(A.copy(), V, **kwargs)
+    # The independent reference: the formula, dense.
+    E = np.exp(kwargs.get("slope", 1.0) * A + kwargs.get("offset", 0.0))
+    if exclude is not None:
+        E[np.arange(m), exclude + np.arange(m)] = 0.0
+    ref = np.column_stack([E @ V, E.sum(axis=1)])
+    assert_allclose(fast, ref, rtol=1e-13, atol=1e-300)
+    assert_allclose(slow, ref, rtol=1e-13, atol=1e-300)
+
+
+@pytest.mark.parametrize("d", [1, 3, 8])
+def test_pool_paths_agree_with_naive(rng, monkeypatch, d):
+    n, m = 400, 150
+    X = rng.normal(size=(n, d))
+    Q = np.vstack([rng.normal(size=(m - 5, d)), 40 + rng.normal(size=(5, d))])  # 5 underflow
+    V = rng.normal(size=(n, 2))
+    w = rng.uniform(0.1, 2.0, n)
+    w[::7] = 0.0
+    h = 0.6 * np.sqrt(d)
+    train = prepare_train(X / h)
+    log_w = np.log(w, out=np.full(n, -np.inf), where=w > 0)
+    fast = pool(Q / h, train, log_w, V, GAUSSIAN)
+    monkeypatch.setattr(_engine, "_compiled", lambda: None)
+    slow = pool(Q / h, train, log_w, V, GAUSSIAN)
+    assert_allclose(fast, slow, rtol=1e-12, atol=1e-12)
+    near = slice(0, m - 5)
+    assert_allclose(fast[near], naive_predict(X, V, Q[near], h, sample_weight=w), atol=1e-12)
+    # The underflowing queries went to the log-space redo: nearest active points dominate.
+    assert np.all(np.isfinite(fast))
+
+
+@pytest.mark.parametrize("d", [1, 4])
+def test_loo_paths_agree_with_refits(rng, monkeypatch, d):
+    n = 120
+    X = rng.normal(size=(n, d))
+    V = rng.normal(size=(n, 1))
+    factors = np.array([0.05, 0.5, 1.0, 4.0])
+    h = 0.8
+    train = prepare_train(X / h)
+    log_w = np.zeros(n)
+    fast = loo_pool(train, log_w, V, GAUSSIAN, factors)
+    monkeypatch.setattr(_engine, "_compiled", lambda: None)
+    slow = loo_pool(train, log_w, V, GAUSSIAN, factors)
+    assert_allclose(fast, slow, rtol=1e-12, atol=1e-12)
+    for t, f in enumerate(factors):
+        refit = [
+            naive_predict(np.delete(X, i, 0), np.delete(V, i, 0), X[i : i + 1], h * f)[0]
+            for i in range(0, n, 11)
+        ]
+        assert_allclose(fast[t, ::11], refit, atol=1e-10)
+
+
+def test_estimators_same_on_both_paths(rng, monkeypatch):
+    X = rng.normal(size=(300, 3))
+    y = X[:, 0] + rng.normal(scale=0.1, size=300)
+    labels = (y > 0).astype(int)
+    Q = rng.normal(size=(50, 3))
+
+    def results():
+        reg = NadarayaWatsonRegressor(bandwidth=0.5).fit(X, y)
+        clf = ParzenClassifier(bandwidth=0.5).fit(X, labels)
+        search = BandwidthSearchCV(NadarayaWatsonRegressor()).fit(X, y)
+        return reg.predict(Q), clf.predict_proba(Q), search.bandwidth_, search.best_score_
+
+    fast = results()
+    monkeypatch.setattr(_engine, "_compiled", lambda: None)
+    slow = results()
+    for a, b in zip(fast, slow, strict=True):
+        assert_allclose(a, b, rtol=1e-11)
+
+
+def _child(code: str, **env) -> str:
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return run.stdout.strip()
+
+
+def test_environment_variable_disables_the_compiled_path():
+    code = (
+        "import sys; import numpy as np; from skl_nw import NadarayaWatsonRegressor, _engine\n"
+        "X = np.linspace(0, 1, 50)[:, None]\n"
+        "NadarayaWatsonRegressor(bandwidth=0.1).fit(X, X[:, 0]).predict(X)\n"
+        "print(_engine._compiled() is None, 'numba' in sys.modules)"
+    )
+    assert _child(code, SKL_NW_DISABLE_NUMBA="1") == "True False"
+
+
+def test_missing_numba_falls_back_to_numpy(rng, monkeypatch):
+    X = rng.normal(size=(80, 2))
+    y = rng.normal(size=80)
+    expected = NadarayaWatsonRegressor(bandwidth=0.4).fit(X, y).predict(X)
+    monkeypatch.setitem(sys.modules, "numba", None)  # import numba -> ImportError
+    monkeypatch.delitem(sys.modules, "skl_nw._compiled", raising=False)
+    monkeypatch.delattr(skl_nw, "_compiled", raising=False)
+    _engine._compiled.cache_clear()
+    try:
+        assert _engine._compiled() is None
+        got = NadarayaWatsonRegressor(bandwidth=0.4).fit(X, y).predict(X)
+    finally:
+        _engine._compiled.cache_clear()
+    assert_allclose(got, expected, rtol=1e-12)
+
+
+def test_square_chains_order_and_length():
+    slopes = -0.5 / (2.0 ** (np.arange(-8, 6) / 4)) ** 2  # the default grid's step
+    order, squares = _engine._square_chains(slopes)
+    assert sorted(order) == list(range(len(slopes)))
+    ordered = slopes[order]
+    # Every flagged slope doubles the one before it; no chain has more than 4 squarings.
+    assert_allclose(ordered[1:][squares[1:]], 2 * ordered[:-1][squares[1:]], rtol=1e-15)
+    runs = np.diff(np.flatnonzero(np.append(~squares, True)))
+    assert runs.max() == _engine._MAX_SQUARINGS + 1
+    assert squares.sum() > len(slopes) // 2  # most candidates are squares
+    # Unrelated slopes form chains of one.
+    assert not _engine._square_chains(np.array([-1.0, -1.5, -2.9]))[1].any()
+
+
+@pytest.mark.parametrize("d", [1, 3])
+@pytest.mark.parametrize("k", [1, 2])
+def test_chained_slopes_equal_separate_exps(compiled, rng, monkeypatch, k, d):
+    m, n = 13, 257
+    X = rng.normal(size=(n, d))
+    X[:3] = X[3]  # duplicates of the query of row 0 (which is X[3])
+    train = prepare_train(X)
+    Q = train.X[3 : 3 + m]
+    V = rng.normal(size=(n, k))
+    offset = np.log(rng.uniform(0.05, 1.0, n))
+    offset[5] = -1e300  # a zero weight
+    slopes = -0.5 / (2.0 ** (np.arange(-12, 10) / 4)) ** 2
+    slopes = np.append(slopes, -0.3)  # one outside every chain
+    XT = np.ascontiguousarray(train.X.T)
+    args = (Q, train, XT, V, slopes, offset, 3 + np.arange(m), GAUSSIAN)
+    fast = _engine._exp_sums_slopes(*args)
+    monkeypatch.setattr(_engine, "_compiled", lambda: None)
+    slow = _engine._exp_sums_slopes(*args)
+    assert fast.shape == (m, len(slopes), k + 1)
+    assert_allclose(fast, slow, rtol=1e-12, atol=1e-13)  # numerators may cancel
+    # The formula, dense: own point (index 3 + i) left out, duplicates kept.
+    S = ((Q[:, None, :] - train.X[None]) ** 2).sum(-1)
+    for t, c in enumerate(slopes):
+        E = np.exp(c * S + offset)
+        E[np.arange(m), 3 + np.arange(m)] = 0.0
+        assert_allclose(fast[:, t], np.column_stack([E @ V, E.sum(1)]), rtol=1e-12, atol=1e-13)
