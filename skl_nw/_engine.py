@@ -367,8 +367,8 @@ def _exp_sums_slopes(
 
 
 # A kernel value squared this many times in a row has a relative error of up to
-# 2^4 times the exp's (a few ulp): then a chain restarts with an exp.
-_MAX_SQUARINGS = 4
+# 2^6 times the exp's (about 1e-14): then a chain restarts with an exp.
+_MAX_SQUARINGS = 6
 
 
 def _square_chains(slopes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

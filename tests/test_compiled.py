@@ -210,3 +210,30 @@ def test_chained_slopes_equal_separate_exps(compiled, rng, monkeypatch, k, d):
         E = np.exp(c * S + offset)
         E[np.arange(m), 3 + np.arange(m)] = 0.0
         assert_allclose(fast[:, t], np.column_stack([E @ V, E.sum(1)]), rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+@pytest.mark.parametrize("far", [False, True])
+def test_loo_loss_grad_same_on_both_paths(compiled, rng, monkeypatch, task, far):
+    from skl_nw._search import _log_loss, _squared_error
+
+    n, d = 150, 3
+    X = rng.normal(size=(n, d)) * [1.0, 3.0, 0.2]
+    if far:  # one point whose every weight underflows: the numpy log-space path takes over
+        X[0] = 1e3
+    if task == "regression":
+        V = np.column_stack([np.sin(X[:, 0]), X[:, 1]]) + 0.1 * rng.normal(size=(n, 2))
+        loss_fn = _squared_error(V)
+    else:
+        V = np.eye(3)[rng.integers(0, 3, n)]
+        loss_fn = _log_loss(V)
+    w = rng.uniform(0.2, 3.0, n)
+    rows = rng.permutation(n)[:64]
+    rows[0] = 0
+    train = prepare_train(X / [0.5, 1.0, 0.3])
+    args = (train, np.log(w), V, GAUSSIAN, rows, loss_fn, w[rows])
+    fast = _engine.loo_loss_grad(*args)
+    monkeypatch.setattr(_engine, "_compiled", lambda: None)
+    slow = _engine.loo_loss_grad(*args)
+    assert_allclose(fast[0], slow[0], rtol=1e-12)
+    assert_allclose(fast[1], slow[1], rtol=1e-10, atol=1e-12 * np.abs(slow[1]).max())
