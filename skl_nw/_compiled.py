@@ -133,8 +133,9 @@ def exp_sums_chained(Q, XT, slopes, squares, w, WVT, own, out):  # pragma: no co
     ``squares[t]`` says that ``slopes[t] == 2 * slopes[t - 1]``, so the kernel
     values are the squares of the previous candidate's: one multiply per pair
     instead of an exp (each squaring doubles the relative error; the caller
-    restarts a chain with an exp after at most 6, so it stays below 1e-14).  The weights ``w`` (``<= 1``) and ``WVT = (w V)^T``
-    multiply the kernel values; ``own`` as for :func:`exp_sums`.
+    restarts a chain with an exp after at most 6, so it stays below 1e-14).
+    The weights ``w`` (``<= 1``) and ``WVT = (w V)^T`` multiply the kernel
+    values; ``own`` as for :func:`exp_sums`.
     """
     m, d = Q.shape
     n = XT.shape[1]
