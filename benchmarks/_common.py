@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -59,8 +60,16 @@ def environment(extra: tuple[str, ...] = ()) -> dict:
         for p in threadpool_info()
         if p.get("user_api") == "blas"
     ]
+    from skl_nw import _engine
+
+    compiled = _engine._compiled()
+    if compiled is None:
+        engine = "numpy passes (numba not installed, or SKL_NW_DISABLE_NUMBA set)"
+    else:
+        engine = f"compiled kernels (numba {compiled.numba.__version__})"
     return {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "engine": engine,
         "load_average": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
         "blas": blas,
         "versions": versions,
@@ -71,6 +80,7 @@ def describe(env: dict) -> str:
     versions = ", ".join(f"{k} {v}" for k, v in env["versions"].items())
     return (
         f"Machine: {env['machine']}, load average {env['load_average']}; "
+        f"engine: {env['engine']}; "
         f"BLAS: {'; '.join(env['blas'])}; {versions}"
     )
 
@@ -79,3 +89,16 @@ def write_json(path: str | None, payload: dict) -> None:
     if path:
         Path(path).write_text(json.dumps(payload, indent=2, default=str))
         print(f"Wrote {path}")
+
+
+@contextlib.contextmanager
+def numpy_engine():
+    """Run skl_nw on its numpy passes (its path without numba), for side-by-side rows."""
+    from skl_nw import _engine
+
+    saved = _engine._compiled
+    _engine._compiled = lambda: None
+    try:
+        yield
+    finally:
+        _engine._compiled = saved

@@ -84,6 +84,8 @@ class TrainSet:
         First row of each contiguous group (the classes of the classifier);
         each group gets its own tree, so each group's kernel sum is truncated
         relative to its own mass.  None: one group.
+    tree_order : bool, default=False
+        Store the rows of each group in its tree's leaf order (tree path only).
 
     Attributes
     ----------
@@ -91,7 +93,10 @@ class TrainSet:
         Subtracted from training inputs and queries alike (distances are
         translation invariant, and centring keeps the BLAS expansion exact).
     X : ndarray of shape (n_samples, n_features)
-        Centred inputs.
+        Centred inputs, rows in ``order``.
+    order : ndarray of int of shape (n_samples,)
+        Row ``i`` of ``X`` is input row ``order[i]`` (the identity unless
+        ``tree_order``).
     sq_norms : ndarray of shape (n_samples,)
         Squared norms of the centred inputs.
     trees : list of _GroupTree
@@ -105,17 +110,24 @@ class TrainSet:
         leaf_size: int = 40,
         active: np.ndarray | None = None,
         groups: np.ndarray | None = None,
+        tree_order: bool = False,
     ) -> None:
         self.center = X.mean(axis=0)
-        self.X = np.ascontiguousarray(X - self.center)
+        X = X - self.center
+        n = len(X)
+        bounds = np.append([0] if groups is None else groups, n)
+        active = np.ones(n, dtype=bool) if active is None else np.asarray(active)
+        self.order = np.arange(n)
+        if algorithm != "brute" and tree_order:
+            self.order = _leaf_order(X, bounds, active, algorithm, leaf_size)
+            X, active = X[self.order], active[self.order]
+        self.X = np.ascontiguousarray(X)
         self.sq_norms = np.einsum("ij,ij->i", self.X, self.X)
         self.max_sq_norm = float(self.sq_norms.max()) if len(self.sq_norms) else 0.0
         self.trees = []
         if algorithm != "brute":
-            bounds = np.append([0] if groups is None else groups, len(X))
             for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
-                rows = np.arange(lo, hi)
-                rows = rows if active is None else rows[active[lo:hi]]
+                rows = np.arange(lo, hi)[active[lo:hi]]
                 if len(rows):
                     self.trees.append(_GroupTree(self.X, rows, algorithm, leaf_size))
 
@@ -129,15 +141,40 @@ class TrainSet:
         return self.X.shape[0]
 
 
+def _leaf_order(X, bounds, active, algorithm, leaf_size) -> np.ndarray:
+    """Return a permutation that stores each group's active rows in its tree's leaf order.
+
+    Points that are close in space are then close in memory: a radius query
+    touches a few cache lines instead of one per neighbour, and so do the
+    gathers of the neighbours' inputs, values and weights (measured at
+    n = 1e6, d = 2: query_radius 1.8x faster).  Weightless rows follow.
+    """
+    order = np.arange(len(X))
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        rows = np.arange(lo, hi)
+        keep = rows[active[lo:hi]]
+        if len(keep) > 1:
+            leaves = _TREES[algorithm](X[keep], leaf_size=leaf_size).get_arrays()[1]
+            order[lo:hi] = np.concatenate([keep[leaves], rows[~active[lo:hi]]])
+    return order
+
+
 def prepare_train(
     X: np.ndarray,
     algorithm: str = "brute",
     leaf_size: int = 40,
     active: np.ndarray | None = None,
     groups: np.ndarray | None = None,
+    tree_order: bool = False,
 ) -> TrainSet:
-    """Centre bandwidth-scaled training inputs once, at fit (and build the trees)."""
-    return TrainSet(np.asarray(X, dtype=np.float64), algorithm, leaf_size, active, groups)
+    """Centre bandwidth-scaled training inputs once, at fit (and build the trees).
+
+    ``tree_order=True`` lets the tree path store the rows in leaf order (see
+    :func:`_leaf_order`): the caller must then reorder its values and weights
+    by the returned set's ``order`` (groups keep their boundaries).
+    """
+    X = np.asarray(X, dtype=np.float64)
+    return TrainSet(X, algorithm, leaf_size, active, groups, tree_order)
 
 
 def _sq_distances(Q: np.ndarray, train: TrainSet, kernel: Kernel) -> np.ndarray:
@@ -584,16 +621,32 @@ class _GroupTree:
         return np.where(other.any(axis=1), d_nn, np.inf)
 
     def within(self, Q: np.ndarray, radius: np.ndarray):
-        """``(row, col, distance)`` of every point within ``radius`` of each query."""
-        ind, dist = self.tree.query_radius(Q, radius, return_distance=True)
+        """``(row, col)`` of every point within ``radius`` of each query.
+
+        Without distances: query_radius is a sixth faster without them, and
+        concatenating a second array per query costs more than recomputing
+        the squared distances of the pairs (:func:`_pair_sq_distances`).
+        """
+        ind = self.tree.query_radius(Q, radius)
         row = np.repeat(np.arange(len(Q)), _lengths(ind))
         if not len(Q):
-            return row, np.empty(0, np.intp), np.empty(0)
-        return row, self.rows[np.concatenate(ind)], np.concatenate(dist)
+            return row, np.empty(0, np.intp)
+        return row, self.rows[np.concatenate(ind)]
 
 
 def _concat(parts):
     return tuple(np.concatenate(column) for column in zip(*parts, strict=True))
+
+
+def _pair_sq_distances(Q: np.ndarray, X: np.ndarray, row: np.ndarray, col: np.ndarray):
+    """``|Q[row] - X[col]|^2`` per pair, by direct differences.
+
+    ``np.take`` along axis 0 gathers whole rows (one cache miss per training
+    point, and measured 2.5x faster than fancy indexing ``X[col]``).
+    """
+    diff = np.take(Q, row, axis=0)
+    diff -= np.take(X, col, axis=0)
+    return np.einsum("ij,ij->i", diff, diff)
 
 
 def _tree_margins(train: TrainSet, log_w: np.ndarray, rtol: float) -> list[float]:
@@ -638,12 +691,12 @@ def _tree_neighbours(Q, train, kernel, margins, factor=1.0, exclude=None):
             # nearest point's distance: always reach a hair past the nearest point.
             radius = np.maximum(radius, np.where(np.isfinite(d_nn), d_nn * (1 + 1e-9), 0.0))
         parts.append(tree.within(Q, radius))
-    row, col, dist = _concat(parts)
+    row, col = _concat(parts)
     if exclude is not None:
         keep = col != exclude[row]
-        row, col, dist = row[keep], col[keep], dist[keep]
-    s = dist / factor
-    s *= s
+        row, col = row[keep], col[keep]
+    s = _pair_sq_distances(Q, train.X, row, col)
+    s /= factor * factor
     return row, col, s
 
 
@@ -683,12 +736,13 @@ def _tree_log_attention(
         # query and query_radius may round a distance differently: search a hair
         # wider, then keep the points at the smallest distance returned.
         radius = np.where(found, d_nn * (1 + 1e-9) + 1e-300, 0.0)
-        e_row, e_col, e_dist = _concat([tree.within(Qe, radius) for tree in train.trees])
+        e_row, e_col = _concat([tree.within(Qe, radius) for tree in train.trees])
+        e_sq = _pair_sq_distances(Qe, train.X, e_row, e_col)
         if ex is not None:
-            e_dist[e_col == ex[e_row]] = np.inf
+            e_sq[e_col == ex[e_row]] = np.inf
         nearest = np.full(len(Qe), np.inf)
-        np.minimum.at(nearest, e_row, e_dist)
-        tie = (e_dist == nearest[e_row]) & np.isfinite(e_dist)
+        np.minimum.at(nearest, e_row, e_sq)
+        tie = (e_sq == nearest[e_row]) & np.isfinite(e_sq)
         e_row, e_col = empty[e_row[tie]], e_col[tie]
         row, col = np.concatenate([row, e_row]), np.concatenate([col, e_col])
         a = np.concatenate([a, log_w[e_col]])
@@ -708,7 +762,8 @@ def _coo_sums(row, col, e, V, m):
     (measured: a tenth of a tree predict at n = 1e6).  A bincount of no entries
     at all comes back as integers, hence the cast.
     """
-    columns = [np.bincount(row, weights=e * V[col, j], minlength=m) for j in range(V.shape[1])]
+    Vc = np.take(V, col, axis=0)
+    columns = [np.bincount(row, weights=e * Vc[:, j], minlength=m) for j in range(V.shape[1])]
     columns.append(np.bincount(row, weights=e, minlength=m))
     return np.column_stack(columns).astype(np.float64, copy=False)
 
@@ -856,7 +911,7 @@ def pool(
             return log_space(slice(None))
         row, col, s = _tree_neighbours(Qc, train, kernel, margins)
         e = kernel.profile(s)
-        e *= weights[col]
+        e *= np.take(weights, col)
         return _normalise_sums(_coo_sums(row, col, e, V, len(Qc)), log_space)
 
     def dense(chunk, Qc):

@@ -169,8 +169,12 @@ class _NWBase(BaseEstimator):
         self.bandwidth_ = self._resolve_bandwidth(X, w)
         return self._scale(X), w
 
-    def _build(self, Xs: np.ndarray, w: np.ndarray, groups: np.ndarray | None = None) -> None:
-        """Choose the algorithm (the one place that does) and prepare the training set."""
+    def _build(self, Xs: np.ndarray, w: np.ndarray, groups: np.ndarray | None = None) -> np.ndarray:
+        """Choose the algorithm (the one place that does) and prepare the training set.
+
+        Returns the order in which the training set stores the rows (tree
+        leaf order on the tree path, within each group): values must follow it.
+        """
         with np.errstate(divide="ignore"):
             self._log_w = np.log(w)
         if self.algorithm != "auto":
@@ -178,10 +182,12 @@ class _NWBase(BaseEstimator):
         else:
             self._fit_method = _engine.choose_algorithm(Xs, self._log_w, self._kernel, self.rtol)
         self._train = _engine.prepare_train(
-            Xs, self._fit_method, self.leaf_size, active=w > 0, groups=groups
+            Xs, self._fit_method, self.leaf_size, active=w > 0, groups=groups, tree_order=True
         )
+        self._log_w = self._log_w[self._train.order]
         trees = self._train.tree
         self.tree_ = trees[0] if trees is not None and groups is None else trees
+        return self._train.order
 
     def _engine_options(self) -> dict:
         return {"rtol": self.rtol, "n_jobs": self.n_jobs}
@@ -192,10 +198,14 @@ class _NWBase(BaseEstimator):
         return self._scale(X)
 
     def _attention(self, X: ArrayLike, fallback: str = "nearest") -> np.ndarray:
-        return _engine.attention(
+        """Attention weights with columns in training order (the engine's are in ``_order``)."""
+        A = _engine.attention(
             self._queries(X), self._train, self._log_w, self._kernel,
             fallback=fallback, **self._engine_options(),
         )  # fmt: skip
+        if np.array_equal(self._order, np.arange(len(self._order))):
+            return A
+        return A[:, np.argsort(self._order)]
 
 
 class NadarayaWatsonRegressor(RegressorMixin, _NWBase):
@@ -254,7 +264,9 @@ default="scott"
         The bandwidth of each feature used at fit.
     tree_ : KDTree, BallTree or None
         The tree over the bandwidth-scaled (centred) training inputs of
-        positive weight, or None on the brute-force path.
+        positive weight, or None on the brute-force path.  It stores them in
+        its own leaf order (close points close in memory), so its indices are
+        not those of the training set.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -330,9 +342,8 @@ default="scott"
         """
         X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=np.float64)
         Xs, w = self._fit_inputs(X, sample_weight)
-        self._build(Xs, w)
-        self._order = np.arange(len(Xs))
-        self._y = y.reshape(len(y), -1).astype(np.float64)
+        self._order = self._build(Xs, w)
+        self._y = y.reshape(len(y), -1).astype(np.float64)[self._order]
         self._y_1d = y.ndim == 1
         return self
 
@@ -441,6 +452,8 @@ default="scott"
         One tree per class over the bandwidth-scaled (centred) training inputs
         of positive weight (so each class's log-probability keeps ``rtol``
         accuracy however far the class is), or None on the brute-force path.
+        Trees store their points in leaf order: their indices are not those of
+        the training set.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -524,8 +537,6 @@ default="scott"
 
         # Sorted by class, each class is a contiguous block of training rows.
         order = np.argsort(y_enc, kind="stable")
-        self._order = order
-        self._inverse_order = np.argsort(order)
         self._starts = np.searchsorted(y_enc[order], np.arange(n_classes))
         w, y_sorted = w[order], y_enc[order]
         if priors is not None:
@@ -534,7 +545,7 @@ default="scott"
             with np.errstate(divide="ignore", invalid="ignore"):
                 w = w / class_weight[y_sorted] * priors[y_sorted]
             w = np.where(np.isfinite(w), w, 0.0)
-        self._build(Xs[order], w, groups=self._starts)
+        self._order = order[self._build(Xs[order], w, groups=self._starts)]
         return self
 
     def _pooled_targets(self) -> np.ndarray:
@@ -631,4 +642,4 @@ default="scott"
             Non-negative rows summing to 1, columns in training order, so that
             ``attention_weights(X) @ onehot(y)`` equals ``predict_proba(X)``.
         """
-        return self._attention(X)[:, self._inverse_order]
+        return self._attention(X)

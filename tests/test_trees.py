@@ -395,10 +395,13 @@ def test_tree_attribute(rng, algorithm, leaf_size):
     tree = reg.tree_
     assert type(tree) is TREE_CLASS[algorithm]
     # Built over the bandwidth-scaled points of positive weight: their pairwise
-    # distances are those of X[w > 0] / h (the tree may hold them centred).
+    # distances are those of X[w > 0] / h (the tree holds them centred, in its
+    # own leaf order, which the estimator records in _order).
     data = np.asarray(tree.data)
-    active = X[w > 0] / h
-    assert data.shape == active.shape
+    assert data.shape == (np.sum(w > 0), d)
+    stored = reg._order[: len(data)]
+    assert np.all(w[stored] > 0)
+    active = X[stored] / h
     sample = rng.choice(len(active), 50, replace=False)
     ref_d = np.linalg.norm(active[sample, None] - active[None, sample], axis=-1)
     tree_pts = data[sample]
@@ -514,7 +517,7 @@ def test_chunks_and_threads_do_not_change_tree_results(rng, kernel, algorithm, m
         reg = NadarayaWatsonRegressor(n_jobs=n_jobs, **params).fit(X, y, sample_weight=w)
         clf = ParzenClassifier(n_jobs=n_jobs, **params).fit(X, labels, sample_weight=w)
         loo = _engine.loo_pool(
-            reg._train, reg._log_w, y, reg._kernel, np.array([0.5, 1.0]), n_jobs=n_jobs
+            reg._train, reg._log_w, reg._y, reg._kernel, np.array([0.5, 1.0]), n_jobs=n_jobs
         )
         return reg.predict(Q), reg.attention_weights(Q), clf.predict_log_proba(Q), loo
 
@@ -576,3 +579,21 @@ def test_equals_radius_neighbors_regressor(rng, algorithm):
     ours_1d = NadarayaWatsonRegressor(bandwidth=h, kernel="epanechnikov", algorithm=algorithm)
     sk_1d = sk.fit(X, y[:, 0]).predict(Q)
     assert_allclose(ours_1d.fit(X, y[:, 0]).predict(Q), sk_1d, rtol=0, atol=_scale_atol(y))
+
+
+@pytest.mark.parametrize("algorithm", TREES)
+def test_training_rows_are_stored_in_leaf_order(rng, algorithm):
+    # Close points close in memory (the speed of the tree path at large n),
+    # while every result stays in training order.
+    X = rng.uniform(size=(4000, 2))
+    y = np.sin(6 * X[:, 0]) + rng.normal(scale=0.1, size=4000)
+    reg = NadarayaWatsonRegressor(bandwidth=0.05, algorithm=algorithm).fit(X, y)
+    stored = reg._train.X
+    step = np.linalg.norm(np.diff(stored, axis=0), axis=1).mean()
+    random_step = np.linalg.norm(np.diff(X / 0.05, axis=0), axis=1).mean()
+    assert step < 0.25 * random_step  # measured: about 0.1
+    assert sorted(reg._order) == list(range(4000))
+    brute = NadarayaWatsonRegressor(bandwidth=0.05, algorithm="brute").fit(X, y)
+    Q = rng.uniform(size=(30, 2))
+    assert_allclose(reg.predict(Q), brute.predict(Q), rtol=1e-10)
+    assert_allclose(reg.attention_weights(Q).toarray(), brute.attention_weights(Q), atol=1e-14)
