@@ -9,11 +9,11 @@ writes the weights back (measured: 1.5-2.5x the pairs per second of the
 numpy passes, see the Benchmarks page).
 
 The exponential is a vectorisable polynomial, not libm's scalar ``exp``:
-Cody-Waite reduction ``x = n ln 2 + r`` with ``|r| <= ln 2 / 2``, a degree-12
-Taylor polynomial for ``exp(r)`` (truncation below ``2e-16`` relative) and
-``2^n`` built from its bits.  Relative error at most a few ulp (tested
-against ``np.exp``), for the ``x <= 0`` the engine passes; below ``-708`` it
-returns 0 (the engine redoes rows whose sums underflow in log space).
+Cody-Waite reduction ``x = n ln 2 + r`` with ``|r| <= ln 2 / 2``, a degree-10
+near-minimax polynomial for ``exp(r)`` and ``2^n`` built from its bits.
+Relative error about 2 ulp (measured; tested against ``np.exp``) for the
+``x <= 0`` the engine passes; below ``-708`` it returns 0 (the engine redoes
+rows whose sums underflow in log space).
 
 numba is optional (the ``fast`` extra, also in ``test`` and ``bench``).
 Without it, or with the environment variable ``SKL_NW_DISABLE_NUMBA=1``,
@@ -52,23 +52,42 @@ def _bits_to_float(typingctx, x):
 _FAST = {"contract", "reassoc"}
 
 
+# exp(r) on |r| <= ln(2) / 2: the degree-10 polynomial interpolating exp at the
+# Chebyshev nodes (near-minimax), solved in 50-digit arithmetic (mpmath) and
+# rounded to float64: 2.9e-16 relative before rounding; measured 4.7e-16 (2 ulp)
+# for the whole exp.  Two multiply-adds fewer than the Taylor polynomial of the
+# same accuracy (degree 12), and 12% faster in the kernels.
+_EXP_POLY = (
+    1.0,
+    1.0000000000000067,
+    0.5000000000000006,
+    0.16666666666554406,
+    0.04166666666657314,
+    0.008333333385667782,
+    0.0013888888932488599,
+    0.00019841170270440067,
+    2.4801504346997686e-05,
+    2.764018079620985e-06,
+    2.7626357241447223e-07,
+)
+_C0, _C1, _C2, _C3, _C4, _C5, _C6, _C7, _C8, _C9, _C10 = _EXP_POLY
+
+
 @numba.njit(inline="always", fastmath=_FAST)
 def _exp_nonpositive(x):
     n = (x * _LOG2E + _ROUND) - _ROUND
     r = (x - n * _LN2_HI) - n * _LN2_LO
-    p = 1.0 / 479001600.0
-    p = p * r + 1.0 / 39916800.0
-    p = p * r + 1.0 / 3628800.0
-    p = p * r + 1.0 / 362880.0
-    p = p * r + 1.0 / 40320.0
-    p = p * r + 1.0 / 5040.0
-    p = p * r + 1.0 / 720.0
-    p = p * r + 1.0 / 120.0
-    p = p * r + 1.0 / 24.0
-    p = p * r + 1.0 / 6.0
-    p = p * r + 0.5
-    p = p * r + 1.0
-    p = p * r + 1.0
+    p = _C10
+    p = p * r + _C9
+    p = p * r + _C8
+    p = p * r + _C7
+    p = p * r + _C6
+    p = p * r + _C5
+    p = p * r + _C4
+    p = p * r + _C3
+    p = p * r + _C2
+    p = p * r + _C1
+    p = p * r + _C0
     two_n = _bits_to_float((np.int64(n) + 1023) << 52)
     return p * two_n if x > _MIN_EXPONENT else 0.0
 
