@@ -93,12 +93,8 @@ def _exp_nonpositive(x):
 
 
 @numba.njit(nogil=True, cache=True, fastmath=_FAST)
-def exp_sums(A, slope, offset, VT, own, out):  # pragma: no cover - compiled
-    """Set ``out[i] = [sum_j e_ij VT[:, j], sum_j e_ij]``, ``e_ij = exp(slope A_ij + offset_j)``.
-
-    ``e_ij = 0`` for ``j = own[i]`` (leave-one-out by index; -1: none).
-    Every ``slope A_ij + offset_j`` must be ``<= 0`` (up to rounding).
-    """
+def exp_sums(A, VT, out):  # pragma: no cover - compiled
+    """Set ``out[i] = [sum_j e_ij VT[:, j], sum_j e_ij]`` with ``e_ij = exp(A_ij)``, ``A <= 0``."""
     m, n = A.shape
     k = VT.shape[0]
     e = np.empty(n if k > 1 else 0)
@@ -107,13 +103,13 @@ def exp_sums(A, slope, offset, VT, own, out):  # pragma: no cover - compiled
         if k == 1:
             num = 0.0
             for j in range(n):
-                t = _exp_nonpositive(slope * A[i, j] + offset[j]) if j != own[i] else 0.0
+                t = _exp_nonpositive(A[i, j])
                 den += t
                 num += t * VT[0, j]
             out[i, 0] = num
         else:
             for j in range(n):
-                t = _exp_nonpositive(slope * A[i, j] + offset[j]) if j != own[i] else 0.0
+                t = _exp_nonpositive(A[i, j])
                 e[j] = t
                 den += t
             for o in range(k):
@@ -154,7 +150,7 @@ def exp_sums_chained(Q, XT, slopes, squares, w, WVT, own, out):  # pragma: no co
     instead of an exp (each squaring doubles the relative error; the caller
     restarts a chain with an exp after at most 6, so it stays below 1e-14).
     The weights ``w`` (``<= 1``) and ``WVT = (w V)^T`` multiply the kernel
-    values; ``own`` as for :func:`exp_sums`.
+    values; ``e_ijt = 0`` for ``j = own[i]`` (leave-one-out by index; -1: none).
     """
     m, d = Q.shape
     n = XT.shape[1]

@@ -348,17 +348,15 @@ def _exp_sums(
     """``[E @ V, E.sum(axis=1)]`` for ``E = exp(slope * A + offset)``, all of it ``<= 0``.
 
     ``own`` (one column per row) is left out of each row: leave-one-out by
-    index.  One pass over ``A`` with the compiled kernel; else numpy's passes
-    (``A`` is then overwritten when ``slope == 1`` and there is no offset).
+    index.  The plain case (the folded predict) is one pass over ``A`` with the
+    compiled kernel; otherwise numpy's passes (``A`` is then overwritten when
+    ``slope == 1`` and there is no offset).
     """
     m, n = A.shape
     compiled = _compiled()
-    if compiled is not None:
+    if compiled is not None and slope == 1.0 and offset is None and own is None:
         sums = np.empty((m, V.shape[1] + 1))
-        offset = np.zeros(n) if offset is None else offset
-        own = np.full(m, -1) if own is None else own
-        VT = np.ascontiguousarray(V.T)
-        compiled.exp_sums(np.ascontiguousarray(A), float(slope), offset, VT, own, sums)
+        compiled.exp_sums(np.ascontiguousarray(A), np.ascontiguousarray(V.T), sums)
         return sums
     if slope != 1.0 or offset is not None:
         A = A * slope
