@@ -24,6 +24,7 @@ import contextlib
 import functools
 import os
 import threading
+import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -332,7 +333,15 @@ def _compiled():
         return None
     try:
         from . import _compiled as compiled
-    except ImportError:
+    except ImportError:  # numba is not installed (or does not support this numpy)
+        return None
+    except Exception as error:  # e.g. numba finds no writable cache directory
+        warnings.warn(
+            f"skl_nw: numba is installed but its kernels failed to load ({error!r}); "
+            "using the numpy passes (same results, slower).",
+            RuntimeWarning,
+            stacklevel=2,
+        )
         return None
     return compiled
 

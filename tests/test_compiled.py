@@ -244,3 +244,35 @@ def test_loo_loss_grad_same_on_both_paths(compiled, rng, monkeypatch, task, far)
     slow = _engine.loo_loss_grad(*args)
     assert_allclose(fast[0], slow[0], rtol=1e-12)
     assert_allclose(fast[1], slow[1], rtol=1e-10, atol=1e-12 * np.abs(slow[1]).max())
+
+
+def test_broken_numba_warns_and_falls_back(rng, monkeypatch):
+    # numba installed but unusable (e.g. no writable cache directory raises at
+    # decoration): a RuntimeWarning naming the cause, then the numpy passes.
+    import types
+
+    def njit(*args, **kwargs):
+        raise RuntimeError("cannot cache function: no locator available")
+
+    X = rng.normal(size=(60, 2))
+    y = rng.normal(size=60)
+    expected = NadarayaWatsonRegressor(bandwidth=0.4).fit(X, y).predict(X)
+    monkeypatch.delenv("SKL_NW_DISABLE_NUMBA", raising=False)
+    fake = types.ModuleType("numba")
+    fake.njit = njit
+    core = types.ModuleType("numba.core")
+    core.types = types.SimpleNamespace(float64=None, int64=None)
+    extending = types.ModuleType("numba.extending")
+    extending.intrinsic = lambda fn: fn
+    for name, module in [("numba", fake), ("numba.core", core), ("numba.extending", extending)]:
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.delitem(sys.modules, "skl_nw._compiled", raising=False)
+    monkeypatch.delattr(skl_nw, "_compiled", raising=False)
+    _engine._compiled.cache_clear()
+    try:
+        with pytest.warns(RuntimeWarning, match="numba is installed but its kernels failed"):
+            assert _engine._compiled() is None
+        got = NadarayaWatsonRegressor(bandwidth=0.4).fit(X, y).predict(X)
+    finally:
+        _engine._compiled.cache_clear()
+    assert_allclose(got, expected, rtol=1e-12)
