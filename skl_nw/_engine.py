@@ -390,10 +390,9 @@ def _exp_sums_slopes(
 
     ``XT`` is ``train.X.T``, contiguous (made once by the caller).  Each chunk's
     squared distances serve every slope.  With the compiled kernel they are
-    never stored, and a slope twice another one (the
-    bandwidth divided by sqrt(2), as in the default grid of BandwidthSearchCV)
-    squares that one's kernel values instead of taking an exp: one multiply
-    per pair.
+    never stored, and a slope twice another one (the bandwidth divided by
+    sqrt(2), as in the default grid of BandwidthSearchCV) squares that one's
+    kernel values instead of taking an exp: one multiply per pair.
     """
     compiled = _compiled()
     if compiled is None:
