@@ -302,8 +302,9 @@ class _FoldedKeys:
     one matrix product gives it, always ``<= max log w`` (taken as 0), so the
     exponential cannot overflow and only rows whose every term underflows need
     the row-max shift.  Pooling is then three passes over a chunk (GEMM,
-    in-place exp, GEMM against ``[V, 1]`` giving numerators and denominator)
-    instead of seven.
+    in-place exp, then a matrix-vector product and row sum giving numerators
+    and denominator) instead of seven; two with the compiled kernel, which
+    takes the exp and the sums in one pass (:func:`_exp_sums`).
     """
 
     def __init__(self, train: TrainSet, log_w: np.ndarray, V: np.ndarray, slope: float):
