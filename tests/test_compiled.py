@@ -25,12 +25,14 @@ GAUSSIAN = get_kernel("gaussian")
 
 
 @pytest.fixture
-def compiled():
-    """The compiled kernels (the test is skipped where numba is not installed)."""
-    pytest.importorskip("numba")
-    if _engine._compiled() is None:
-        pytest.skip("the compiled kernel is disabled (SKL_NW_DISABLE_NUMBA)")
-    return _engine._compiled()
+def compiled(monkeypatch):
+    """The compiled kernels, and the engine made to use them (even under SKL_NW_DISABLE_NUMBA).
+
+    The test is skipped only where numba is not installed.
+    """
+    module = pytest.importorskip("skl_nw._compiled")
+    monkeypatch.setattr(_engine, "_compiled", lambda: module)
+    return module
 
 
 def test_polynomial_exp_matches_numpy(compiled, rng):
