@@ -28,13 +28,12 @@ import numpy as np
 from numba.core import types
 from numba.extending import intrinsic
 
-__all__ = ["exp_nonpositive_array", "exp_sums", "exp_sums_chained", "loo_grad"]
+__all__ = ["exp_nonpositive_array", "exp_sums", "exp_sums_chained", "loo_grad", "warm_up"]
 
 _LOG2E = 1.4426950408889634
 _LN2_HI = 6.93147180369123816490e-01  # ln 2 split in two: n * _LN2_HI is exact
 _LN2_LO = 1.90821492927058770002e-10
-_ROUND = 6755399441055744.0  # 1.5 * 2**52: adding it rounds to an integer
-_MIN_EXPONENT = -708.0  # exp below this is (sub)normal-range: returned as 0
+_MIN_EXPONENT = -708.0  # below it 2^n leaves the normal range: returned as 0 (exp < 3.3e-308)
 
 
 @intrinsic
@@ -73,9 +72,12 @@ _EXP_POLY = (
 _C0, _C1, _C2, _C3, _C4, _C5, _C6, _C7, _C8, _C9, _C10 = _EXP_POLY
 
 
-@numba.njit(inline="always", fastmath=_FAST)
+# Compiled without "reassoc" and not inlined by numba: LLVM inlines it into the
+# loops keeping these flags, so the two-step reduction is never re-associated
+# into x - n (ln2_hi + ln2_lo), which would cost up to 1e-13 at x = -700.
+@numba.njit(fastmath={"contract"})
 def _exp_nonpositive(x):
-    n = (x * _LOG2E + _ROUND) - _ROUND
+    n = np.floor(x * _LOG2E + 0.5)
     r = (x - n * _LN2_HI) - n * _LN2_LO
     p = _C10
     p = p * r + _C9
@@ -148,7 +150,7 @@ def exp_sums_chained(Q, XT, slopes, squares, w, WVT, own, out):  # pragma: no co
     ``squares[t]`` says that ``slopes[t] == 2 * slopes[t - 1]``, so the kernel
     values are the squares of the previous candidate's: one multiply per pair
     instead of an exp (each squaring doubles the relative error; the caller
-    restarts a chain with an exp after at most 6, so it stays below 1e-14).
+    restarts a chain with an exp after at most 6, so it stays below 4e-14).
     The weights ``w`` (``<= 1``) and ``WVT = (w V)^T`` multiply the kernel
     values; ``e_ijt = 0`` for ``j = own[i]`` (leave-one-out by index; -1: none).
     """
@@ -217,3 +219,22 @@ def loo_grad(Q, XT, slope, w, VT, R, RP, own, row_coef, grad):  # pragma: no cov
                 diff = q - XT[f, j]
                 acc += c[j] * diff * diff
             grad[f] += -2.0 * row_coef[i] * acc
+
+
+def warm_up() -> None:
+    """Compile every kernel (or load it from numba's cache) on tiny inputs, once.
+
+    The engine calls it when it first loads this module, so that a failure
+    to compile surfaces there (and falls back to numpy) rather than in the
+    middle of a predict, and so that no worker thread compiles.  The argument
+    types are those the engine passes (C-contiguous float64, int64 indices).
+    """
+    row, col, own = np.zeros((1, 2)), np.zeros((2, 1)), np.full(1, -1)
+    exp_sums(row, row, np.empty((1, 2)))
+    slopes, squares = np.array([-0.5, -1.0]), np.array([False, True])
+    exp_sums_chained(
+        row, col, slopes, squares, np.ones(1), np.ones((1, 1)), own, np.empty((1, 2, 2))
+    )
+    loo_grad(row, col, -0.5, np.ones(1), np.ones((1, 1)), np.ones((1, 1)), np.zeros(1), own,
+             np.zeros(1), np.zeros(2))  # fmt: skip
+    exp_nonpositive_array(np.zeros(2), np.empty(2))

@@ -334,9 +334,11 @@ def _compiled():
         return None
     try:
         from . import _compiled as compiled
+
+        compiled.warm_up()  # compile (or load from the cache) here, not in worker threads
     except ImportError:  # numba is not installed (or does not support this numpy)
         return None
-    except Exception as error:  # e.g. numba finds no writable cache directory
+    except Exception as error:  # e.g. no writable cache directory, a failed compilation
         warnings.warn(
             f"skl_nw: numba is installed but its kernels failed to load ({error!r}); "
             "using the numpy passes (same results, slower).",
@@ -411,7 +413,7 @@ def _exp_sums_slopes(
 
 
 # A kernel value squared this many times in a row has a relative error of up to
-# 2^6 times the exp's (about 1e-14): then a chain restarts with an exp.
+# 2^6 times the exp's (measured: 3.2e-14): then a chain restarts with an exp.
 _MAX_SQUARINGS = 6
 
 
@@ -597,9 +599,11 @@ def _run(Q, train, log_w, kernel, options, *, tree, dense, out=None, factor=1.0)
 
 
 # ----------------------------------------------------------------- tree path
-# Bytes per neighbour on the tree path: index, distance, row id, log weight,
-# weight (8 each) and the sparse matrix built from them.
+# Bytes per neighbour on the tree path: index, row id, squared distance, log
+# weight, weight (8 each) and the COO sums' temporaries, plus the two gathered
+# rows of d features (query and training point) of the distance computation.
 _BYTES_PER_NEIGHBOUR = 64
+_BYTES_PER_NEIGHBOUR_FEATURE = 16
 # Queries whose neighbour counts size the tree path's chunks.
 _PROBE_QUERIES = 256
 _MAX_TREE_CHUNK = 4096
@@ -675,29 +679,33 @@ def _log_margin(log_w: np.ndarray, rtol: float) -> float:
         return float(np.log(rtol) + positive.min() - logsumexp(positive))
 
 
+def _tree_radius(Q, tree, kernel, margin, factor=1.0, exclude=None) -> np.ndarray:
+    """Search radius of each query in one tree (see :func:`_tree_log_attention`)."""
+    m = len(Q)
+    if kernel.compact:
+        return np.full(m, factor * kernel.support)
+    if margin == -np.inf:  # rtol = 0: every point
+        return np.full(m, np.inf)
+    d_nn = tree.nearest(Q, exclude)
+    s_nn = np.where(np.isfinite(d_nn), d_nn / factor, 0.0) ** 2
+    level = kernel.log_profile(s_nn) + margin
+    radius = factor * np.sqrt(kernel.log_profile_inverse(level))
+    # Far from every point (s_nn >> |margin|) the margin is lost to rounding
+    # and the radius is d_nn itself, which query_radius may round below the
+    # nearest point's distance: always reach a hair past the nearest point.
+    return np.maximum(radius, np.where(np.isfinite(d_nn), d_nn * (1 + 1e-9), 0.0))
+
+
 def _tree_neighbours(Q, train, kernel, margins, factor=1.0, exclude=None):
     """Return ``(row, col, s)``: every training point within each query's radius.
 
     ``s`` is the squared distance in units of ``factor`` times the tree's
     bandwidth; :func:`_tree_log_attention` describes the radius.
     """
-    m = len(Q)
-    parts = []
-    for tree, margin in zip(train.trees, margins, strict=True):
-        if kernel.compact:
-            radius = np.full(m, factor * kernel.support)
-        elif margin == -np.inf:  # rtol = 0: every point
-            radius = np.full(m, np.inf)
-        else:
-            d_nn = tree.nearest(Q, exclude)
-            s_nn = np.where(np.isfinite(d_nn), d_nn / factor, 0.0) ** 2
-            level = kernel.log_profile(s_nn) + margin
-            radius = factor * np.sqrt(kernel.log_profile_inverse(level))
-            # Far from every point (s_nn >> |margin|) the margin is lost to rounding
-            # and the radius is d_nn itself, which query_radius may round below the
-            # nearest point's distance: always reach a hair past the nearest point.
-            radius = np.maximum(radius, np.where(np.isfinite(d_nn), d_nn * (1 + 1e-9), 0.0))
-        parts.append(tree.within(Q, radius))
+    parts = [
+        tree.within(Q, _tree_radius(Q, tree, kernel, margin, factor, exclude))
+        for tree, margin in zip(train.trees, margins, strict=True)
+    ]
     row, col = _concat(parts)
     if exclude is not None:
         keep = col != exclude[row]
@@ -798,12 +806,19 @@ def _tree_group_rows(row, col, a, row_max, groups, n_groups):
 def _tree_chunk_rows(probe, train, log_w, kernel, margins, budget_mib, factor=1.0) -> int:
     """Rows per tree chunk: the probed neighbour count fills at most half the budget.
 
-    A chunk of queries with many more neighbours than the probe can exceed
-    the budget; it never holds more than ``rows * n_active`` entries.
+    The probe only counts (``query_radius(count_only=True)``: no neighbour
+    lists).  A chunk of queries with many more neighbours than the probe can
+    exceed the budget; it never holds more than ``rows * n_active`` entries.
     """
-    row, *_ = _tree_log_attention(probe, train, log_w, kernel, "nan", margins, factor)
-    mean_count = max(len(row) / max(len(probe), 1), 1.0)
-    entries = budget_mib * 2**20 / _BYTES_PER_NEIGHBOUR / 2
+    count = sum(
+        tree.tree.query_radius(
+            probe, _tree_radius(probe, tree, kernel, margin, factor), count_only=True
+        ).sum()
+        for tree, margin in zip(train.trees, margins, strict=True)
+    )
+    mean_count = max(count / max(len(probe), 1), 1.0)
+    per_neighbour = _BYTES_PER_NEIGHBOUR + _BYTES_PER_NEIGHBOUR_FEATURE * train.X.shape[1]
+    entries = budget_mib * 2**20 / per_neighbour / 2
     return int(np.clip(entries / mean_count, 1, _MAX_TREE_CHUNK))
 
 

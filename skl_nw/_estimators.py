@@ -189,6 +189,12 @@ class _NWBase(BaseEstimator):
         self.tree_ = trees[0] if trees is not None and groups is None else trees
         return self._train.order
 
+    def _set_order(self, order: np.ndarray) -> None:
+        """Record that stored row ``i`` is training row ``order[i]`` (and the inverse)."""
+        self._order = order
+        identity = np.array_equal(order, np.arange(len(order)))
+        self._inverse_order = None if identity else np.argsort(order)
+
     def _engine_options(self) -> dict:
         return {"rtol": self.rtol, "n_jobs": self.n_jobs}
 
@@ -203,9 +209,7 @@ class _NWBase(BaseEstimator):
             self._queries(X), self._train, self._log_w, self._kernel,
             fallback=fallback, **self._engine_options(),
         )  # fmt: skip
-        if np.array_equal(self._order, np.arange(len(self._order))):
-            return A
-        return A[:, np.argsort(self._order)]
+        return A if self._inverse_order is None else A[:, self._inverse_order]
 
 
 class NadarayaWatsonRegressor(RegressorMixin, _NWBase):
@@ -342,7 +346,7 @@ default="scott"
         """
         X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=np.float64)
         Xs, w = self._fit_inputs(X, sample_weight)
-        self._order = self._build(Xs, w)
+        self._set_order(self._build(Xs, w))
         self._y = y.reshape(len(y), -1).astype(np.float64)[self._order]
         self._y_1d = y.ndim == 1
         return self
@@ -545,7 +549,7 @@ default="scott"
             with np.errstate(divide="ignore", invalid="ignore"):
                 w = w / class_weight[y_sorted] * priors[y_sorted]
             w = np.where(np.isfinite(w), w, 0.0)
-        self._order = order[self._build(Xs[order], w, groups=self._starts)]
+        self._set_order(order[self._build(Xs[order], w, groups=self._starts)])
         return self
 
     def _pooled_targets(self) -> np.ndarray:

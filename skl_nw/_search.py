@@ -484,11 +484,15 @@ class BandwidthSearchCV(MetaEstimatorMixin, BaseEstimator):
         beta1, beta2, step = 0.9, 0.999, 0
         self.loss_curve_ = []
         best_loss, stall = np.inf, 0
+        # Minibatches are drawn in training order, whatever order the fitted
+        # estimator stores its rows in (tree leaf order): the same random_state
+        # gives the same bandwidths on every algorithm.
+        stored = np.argsort(base._order)
         for epoch in range(1, self.max_iter + 1):
             order = rng.permutation(n)
             epoch_loss = 0.0
             for start in range(0, n, batch):
-                rows = order[start : start + batch]
+                rows = stored[order[start : start + batch]]
                 train = _engine.prepare_train(Z0 * np.exp(-theta))
                 loss, grad = _engine.loo_loss_grad(
                     train, base._log_w, V, base._kernel, rows, loss_fn, row_weights[rows]

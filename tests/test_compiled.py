@@ -184,7 +184,7 @@ def test_square_chains_order_and_length():
     order, squares = _engine._square_chains(slopes)
     assert sorted(order) == list(range(len(slopes)))
     ordered = slopes[order]
-    # Every flagged slope doubles the one before it; no chain has more than 4 squarings.
+    # Every flagged slope doubles the one before it; no chain has more than 6 squarings.
     assert_allclose(ordered[1:][squares[1:]], 2 * ordered[:-1][squares[1:]], rtol=1e-15)
     runs = np.diff(np.flatnonzero(np.append(~squares, True)))
     assert runs.max() == _engine._MAX_SQUARINGS + 1
@@ -273,6 +273,29 @@ def test_broken_numba_warns_and_falls_back(rng, monkeypatch):
     _engine._compiled.cache_clear()
     try:
         with pytest.warns(RuntimeWarning, match="numba is installed but its kernels failed"):
+            assert _engine._compiled() is None
+        got = NadarayaWatsonRegressor(bandwidth=0.4).fit(X, y).predict(X)
+    finally:
+        _engine._compiled.cache_clear()
+    assert_allclose(got, expected, rtol=1e-12)
+
+
+def test_failed_compilation_warns_and_falls_back(rng, monkeypatch):
+    # The kernels compile lazily: the engine compiles them when it loads them
+    # (warm_up), so a compilation error warns there instead of failing a predict.
+    module = pytest.importorskip("skl_nw._compiled")
+
+    def fail():
+        raise RuntimeError("LLVM ERROR: simulated")
+
+    X = rng.normal(size=(60, 2))
+    y = rng.normal(size=60)
+    expected = NadarayaWatsonRegressor(bandwidth=0.4).fit(X, y).predict(X)
+    monkeypatch.delenv("SKL_NW_DISABLE_NUMBA", raising=False)
+    monkeypatch.setattr(module, "warm_up", fail)
+    _engine._compiled.cache_clear()
+    try:
+        with pytest.warns(RuntimeWarning, match="simulated"):
             assert _engine._compiled() is None
         got = NadarayaWatsonRegressor(bandwidth=0.4).fit(X, y).predict(X)
     finally:

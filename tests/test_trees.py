@@ -597,3 +597,45 @@ def test_training_rows_are_stored_in_leaf_order(rng, algorithm):
     Q = rng.uniform(size=(30, 2))
     assert_allclose(reg.predict(Q), brute.predict(Q), rtol=1e-10)
     assert_allclose(reg.attention_weights(Q).toarray(), brute.attention_weights(Q), atol=1e-14)
+
+
+def test_sgd_search_is_the_same_on_every_algorithm(rng):
+    # The tree path stores rows in leaf order; the minibatches are drawn in
+    # training order all the same, so random_state means the same thing.
+    X = rng.uniform(size=(300, 2))
+    y = np.sin(6 * X[:, 0]) + 0.1 * rng.normal(size=300)
+
+    def bandwidth(algorithm):
+        est = NadarayaWatsonRegressor(algorithm=algorithm)
+        search = BandwidthSearchCV(
+            est, method="sgd", batch_size=16, max_iter=5, tol=None, random_state=0
+        )
+        return search.fit(X, y).bandwidth_
+
+    brute = bandwidth("brute")
+    for algorithm in TREES:
+        assert_allclose(bandwidth(algorithm), brute, rtol=1e-9)
+
+
+@pytest.mark.parametrize("d", [2, 12])
+@pytest.mark.parametrize("algorithm", TREES)
+def test_tree_predict_memory_is_bounded_by_working_memory(rng, algorithm, d):
+    import tracemalloc
+
+    n, m, budget_mib, slack_mib = 6000, 4000, 4, 2
+    X = rng.uniform(size=(n, d))
+    y = rng.normal(size=n)
+    Q = rng.uniform(size=(m, d))
+    # About 300 neighbours per query: enough pairs that the chunking matters.
+    h = (300 / n) ** (1 / d)
+    reg = NadarayaWatsonRegressor(h, kernel="epanechnikov", algorithm=algorithm).fit(X, y)
+    with config_context(working_memory=budget_mib):
+        tracemalloc.start()
+        try:
+            tracemalloc.reset_peak()
+            pred = reg.predict(Q)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert np.all(np.isfinite(pred))
+    assert peak - pred.nbytes < (budget_mib + slack_mib) * 2**20, peak / 2**20
