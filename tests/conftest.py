@@ -1,5 +1,6 @@
 """Shared test helpers: a naive oracle written once, straight from the formulas."""
 
+import tracemalloc
 import zlib
 
 import numpy as np
@@ -37,6 +38,19 @@ def naive_predict(X_train, y_train, X_query, bandwidth, kernel="gaussian", sampl
     return naive_weights(X_train, X_query, bandwidth, kernel, sample_weight) @ np.asarray(
         y_train, float
     )
+
+
+def traced_peak(fn):
+    """Call ``fn()``; return its result and the peak bytes it allocated (tracemalloc)."""
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        start, _ = tracemalloc.get_traced_memory()
+        result = fn()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return result, peak - start
 
 
 @pytest.fixture

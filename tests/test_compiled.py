@@ -163,22 +163,6 @@ def test_environment_variable_disables_the_compiled_path():
     assert _child(code, SKL_NW_DISABLE_NUMBA="1") == "True False"
 
 
-def test_missing_numba_falls_back_to_numpy(rng, monkeypatch):
-    X = rng.normal(size=(80, 2))
-    y = rng.normal(size=80)
-    expected = NadarayaWatsonRegressor(bandwidth=0.4).fit(X, y).predict(X)
-    monkeypatch.setitem(sys.modules, "numba", None)  # import numba -> ImportError
-    monkeypatch.delitem(sys.modules, "skl_nw._compiled", raising=False)
-    monkeypatch.delattr(skl_nw, "_compiled", raising=False)
-    _engine._compiled.cache_clear()
-    try:
-        assert _engine._compiled() is None
-        got = NadarayaWatsonRegressor(bandwidth=0.4).fit(X, y).predict(X)
-    finally:
-        _engine._compiled.cache_clear()
-    assert_allclose(got, expected, rtol=1e-12)
-
-
 def test_square_chains_order_and_length():
     slopes = -0.5 / (2.0 ** (np.arange(-8, 6) / 4)) ** 2  # the default grid's step
     order, squares = _engine._square_chains(slopes)
@@ -248,6 +232,43 @@ def test_loo_loss_grad_same_on_both_paths(compiled, rng, monkeypatch, task, far)
     assert_allclose(fast[1], slow[1], rtol=1e-10, atol=1e-12 * np.abs(slow[1]).max())
 
 
+def _assert_falls_back(rng, monkeypatch, break_numba, warning=None):
+    """Break numba with ``break_numba()``, reload the kernels: numpy gives the same predictions.
+
+    ``warning`` (a regex) is the RuntimeWarning expected on the way; None: silence.
+    """
+    X = rng.normal(size=(60, 2))
+    y = rng.normal(size=60)
+    expected = NadarayaWatsonRegressor(bandwidth=0.4).fit(X, y).predict(X)
+    monkeypatch.delenv("SKL_NW_DISABLE_NUMBA", raising=False)
+    break_numba()
+    _engine._compiled.cache_clear()
+    try:
+        if warning is None:
+            assert _engine._compiled() is None
+        else:
+            with pytest.warns(RuntimeWarning, match=warning):
+                assert _engine._compiled() is None
+        got = NadarayaWatsonRegressor(bandwidth=0.4).fit(X, y).predict(X)
+    finally:
+        _engine._compiled.cache_clear()
+    assert_allclose(got, expected, rtol=1e-12)
+
+
+def _forget_compiled_module(monkeypatch):
+    """Make the next ``from . import _compiled`` execute the module again."""
+    monkeypatch.delitem(sys.modules, "skl_nw._compiled", raising=False)
+    monkeypatch.delattr(skl_nw, "_compiled", raising=False)
+
+
+def test_missing_numba_falls_back_to_numpy(rng, monkeypatch):
+    def uninstall():
+        monkeypatch.setitem(sys.modules, "numba", None)  # import numba -> ImportError
+        _forget_compiled_module(monkeypatch)
+
+    _assert_falls_back(rng, monkeypatch, uninstall)
+
+
 def test_broken_numba_warns_and_falls_back(rng, monkeypatch):
     # numba installed but unusable (e.g. no writable cache directory raises at
     # decoration): a RuntimeWarning naming the cause, then the numpy passes.
@@ -256,28 +277,20 @@ def test_broken_numba_warns_and_falls_back(rng, monkeypatch):
     def njit(*args, **kwargs):
         raise RuntimeError("cannot cache function: no locator available")
 
-    X = rng.normal(size=(60, 2))
-    y = rng.normal(size=60)
-    expected = NadarayaWatsonRegressor(bandwidth=0.4).fit(X, y).predict(X)
-    monkeypatch.delenv("SKL_NW_DISABLE_NUMBA", raising=False)
-    fake = types.ModuleType("numba")
-    fake.njit = njit
-    core = types.ModuleType("numba.core")
-    core.types = types.SimpleNamespace(float64=None, int64=None)
-    extending = types.ModuleType("numba.extending")
-    extending.intrinsic = lambda fn: fn
-    for name, module in [("numba", fake), ("numba.core", core), ("numba.extending", extending)]:
-        monkeypatch.setitem(sys.modules, name, module)
-    monkeypatch.delitem(sys.modules, "skl_nw._compiled", raising=False)
-    monkeypatch.delattr(skl_nw, "_compiled", raising=False)
-    _engine._compiled.cache_clear()
-    try:
-        with pytest.warns(RuntimeWarning, match="numba is installed but its kernels failed"):
-            assert _engine._compiled() is None
-        got = NadarayaWatsonRegressor(bandwidth=0.4).fit(X, y).predict(X)
-    finally:
-        _engine._compiled.cache_clear()
-    assert_allclose(got, expected, rtol=1e-12)
+    def break_decoration():
+        fake = types.ModuleType("numba")
+        fake.njit = njit
+        core = types.ModuleType("numba.core")
+        core.types = types.SimpleNamespace(float64=None, int64=None)
+        extending = types.ModuleType("numba.extending")
+        extending.intrinsic = lambda fn: fn
+        for name, module in [("numba", fake), ("numba.core", core), ("numba.extending", extending)]:
+            monkeypatch.setitem(sys.modules, name, module)
+        _forget_compiled_module(monkeypatch)
+
+    _assert_falls_back(
+        rng, monkeypatch, break_decoration, "numba is installed but its kernels failed"
+    )
 
 
 def test_failed_compilation_warns_and_falls_back(rng, monkeypatch):
@@ -288,16 +301,6 @@ def test_failed_compilation_warns_and_falls_back(rng, monkeypatch):
     def fail():
         raise RuntimeError("LLVM ERROR: simulated")
 
-    X = rng.normal(size=(60, 2))
-    y = rng.normal(size=60)
-    expected = NadarayaWatsonRegressor(bandwidth=0.4).fit(X, y).predict(X)
-    monkeypatch.delenv("SKL_NW_DISABLE_NUMBA", raising=False)
-    monkeypatch.setattr(module, "warm_up", fail)
-    _engine._compiled.cache_clear()
-    try:
-        with pytest.warns(RuntimeWarning, match="simulated"):
-            assert _engine._compiled() is None
-        got = NadarayaWatsonRegressor(bandwidth=0.4).fit(X, y).predict(X)
-    finally:
-        _engine._compiled.cache_clear()
-    assert_allclose(got, expected, rtol=1e-12)
+    _assert_falls_back(
+        rng, monkeypatch, lambda: monkeypatch.setattr(module, "warm_up", fail), "simulated"
+    )

@@ -21,6 +21,7 @@ from scipy.special import logsumexp
 from sklearn import config_context
 from sklearn.neighbors import BallTree, KDTree, RadiusNeighborsRegressor
 
+from conftest import traced_peak
 from skl_nw import BandwidthSearchCV, NadarayaWatsonRegressor, ParzenClassifier, _engine
 from skl_nw._kernels import KERNELS, get_kernel, kernel_names
 
@@ -620,8 +621,6 @@ def test_sgd_search_is_the_same_on_every_algorithm(rng):
 @pytest.mark.parametrize("d", [2, 12])
 @pytest.mark.parametrize("algorithm", TREES)
 def test_tree_predict_memory_is_bounded_by_working_memory(rng, algorithm, d):
-    import tracemalloc
-
     n, m, budget_mib, slack_mib = 6000, 4000, 4, 2
     X = rng.uniform(size=(n, d))
     y = rng.normal(size=n)
@@ -630,12 +629,6 @@ def test_tree_predict_memory_is_bounded_by_working_memory(rng, algorithm, d):
     h = (300 / n) ** (1 / d)
     reg = NadarayaWatsonRegressor(h, kernel="epanechnikov", algorithm=algorithm).fit(X, y)
     with config_context(working_memory=budget_mib):
-        tracemalloc.start()
-        try:
-            tracemalloc.reset_peak()
-            pred = reg.predict(Q)
-            _, peak = tracemalloc.get_traced_memory()
-        finally:
-            tracemalloc.stop()
+        pred, peak = traced_peak(lambda: reg.predict(Q))
     assert np.all(np.isfinite(pred))
     assert peak - pred.nbytes < (budget_mib + slack_mib) * 2**20, peak / 2**20
