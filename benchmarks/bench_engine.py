@@ -135,8 +135,9 @@ def bench_statsmodels(n: int, repeat: int) -> tuple[str, dict]:
     X, y, Q = gaussian_data(n, n, 3, seed=2)
     h = np.array([0.3, 0.5, 0.8])
 
-    def ours():
-        return NadarayaWatsonRegressor(bandwidth=h, algorithm="brute").fit(X, y).predict(Q)
+    def ours(n_jobs=None):
+        est = NadarayaWatsonRegressor(bandwidth=h, algorithm="brute", n_jobs=n_jobs)
+        return est.fit(X, y).predict(Q)
 
     def theirs():
         with warnings.catch_warnings():
@@ -144,12 +145,7 @@ def bench_statsmodels(n: int, repeat: int) -> tuple[str, dict]:
             return KernelReg(y, X, var_type="ccc", reg_type="lc", bw=h).fit(Q)[0]
 
     p_ours, t_ours = timings(ours, repeat)
-    p_two, t_two = timings(
-        lambda: (
-            NadarayaWatsonRegressor(bandwidth=h, algorithm="brute", n_jobs=2).fit(X, y).predict(Q)
-        ),
-        repeat,
-    )
+    p_two, t_two = timings(lambda: ours(n_jobs=2), repeat)
     with numpy_engine():
         p_np, t_np = timings(ours, repeat)
     p_sm, t_sm = timings(theirs, 1)
