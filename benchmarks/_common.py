@@ -60,9 +60,9 @@ def environment(extra: tuple[str, ...] = ()) -> dict:
         for p in threadpool_info()
         if p.get("user_api") == "blas"
     ]
-    from skl_nw import _engine
+    from skl_nw._engine import _dense
 
-    compiled = _engine._compiled()
+    compiled = _dense.compiled()
     if compiled is None:
         engine = "numpy passes (numba not installed, or SKL_NW_DISABLE_NUMBA set)"
     else:
@@ -94,11 +94,11 @@ def write_json(path: str | None, payload: dict) -> None:
 @contextlib.contextmanager
 def numpy_engine():
     """Run skl_nw on its numpy passes (its path without numba), for side-by-side rows."""
-    from skl_nw import _engine
+    from skl_nw._engine import _dense
 
-    saved = _engine._compiled
-    _engine._compiled = lambda: None
+    saved = _dense.compiled
+    _dense.compiled = lambda: None
     try:
         yield
     finally:
-        _engine._compiled = saved
+        _dense.compiled = saved

@@ -41,6 +41,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from skl_nw import NadarayaWatsonRegressor, _engine
+from skl_nw._engine import _dense
 from skl_nw._kernels import get_kernel
 
 from ._common import describe, environment, table, write_json
@@ -362,7 +363,7 @@ def bandwidth_for_fraction(X: np.ndarray, kernel: str, fraction: float, rng) -> 
     uniform probe queries to (up to 20,000 of) the training points.  A compact
     kernel's radius is ``h`` times its support; the Gaussian's, at the default
     ``rtol``, is ``h sqrt(-2 (log rtol - log n))`` (the truncation radius of
-    :func:`skl_nw._engine._tree_log_attention` for uniform weights, taking the
+    :func:`skl_nw._engine._tree.radius` for uniform weights, taking the
     nearest neighbour at distance 0).
     """
     from scipy.spatial.distance import cdist
@@ -398,7 +399,7 @@ def bench_crossover(dims, kernels, sizes, fractions, m, limits, repeat, seed):
 def fast_brute(Xs: np.ndarray, kernel) -> bool:
     """Whether brute force folds the kernel into one GEMM for queries like the data.
 
-    The test of ``skl_nw._engine._FoldedKeys.pooled_sums`` (a chunk folds when
+    The test of ``skl_nw._engine._dense.FoldedKeys.sums`` (a chunk folds when
     its largest squared query norm plus the training set's largest keeps the
     GEMM's rounding error below ``_MAX_GEMM_ERROR``), with the chunk's largest
     query norm taken as the 99th percentile of the training norms.  Where it
@@ -409,7 +410,7 @@ def fast_brute(Xs: np.ndarray, kernel) -> bool:
     sq_norms = _engine.prepare_train(Xs).sq_norms
     error = abs(kernel.log_slope) * (Xs.shape[1] + 2) * np.finfo(np.float64).eps
     bound = sq_norms.max() + np.quantile(sq_norms, 0.99)
-    return bool(error * bound <= _engine._MAX_GEMM_ERROR)
+    return bool(error * bound <= _dense.MAX_GEMM_ERROR)
 
 
 def _crossover_config(X, y, Q, kernel, h, limits, repeat) -> dict:

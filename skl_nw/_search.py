@@ -19,7 +19,6 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import _engine
 from ._estimators import _NWBase, check_weights, rule_of_thumb
 
 __all__ = ["BandwidthSearchCV"]
@@ -210,6 +209,8 @@ class BandwidthSearchCV(MetaEstimatorMixin, BaseEstimator):
 
     See Also
     --------
+    NadarayaWatsonRegressor : The kernel regressor whose bandwidth it selects.
+    ParzenClassifier : The kernel classifier whose bandwidth it selects.
     sklearn.linear_model.RidgeCV : The same closed-form leave-one-out idea.
 
     Notes
@@ -395,18 +396,13 @@ class BandwidthSearchCV(MetaEstimatorMixin, BaseEstimator):
             return -float(np.average((P - Y) ** 2, axis=0, weights=w).mean())
         if classifier:
             return float(self._scorer(_LOOClassifier(base.classes_), P, y, sample_weight=w))
-        P = P[:, 0] if base._y_1d else P
+        P = P[:, 0] if y.ndim == 1 else P
         return float(self._scorer(_LOORegressor(), P, y, sample_weight=w))
 
     def _loo_predictions(self, Xu, yu, wu, base_bandwidth, factors):
-        """Leave-one-out predictions for ``factor * base_bandwidth``, rows in stored order."""
+        """Leave-one-out predictions for ``factor * base_bandwidth``, rows in training order."""
         base = clone(self.estimator).set_params(bandwidth=base_bandwidth).fit(Xu, yu, wu)
-        fallback = getattr(base, "fallback", "nearest")
-        P = _engine.loo_pool(
-            base._train, base._log_w, base._pooled_targets(), base._kernel, factors,
-            fallback=fallback, n_jobs=self.n_jobs,
-        )  # fmt: skip
-        return base, P
+        return base, base._leave_one_out().predictions(factors, n_jobs=self.n_jobs)
 
     def _fit_grid_loo(self, Xu, yu, wu) -> np.ndarray:
         candidates = self._candidates(Xu, wu)
@@ -422,9 +418,8 @@ class BandwidthSearchCV(MetaEstimatorMixin, BaseEstimator):
         scores = np.empty(len(candidates))
         for base_bandwidth, group_factors, index in groups:
             base, P = self._loo_predictions(Xu, yu, wu, base_bandwidth, group_factors)
-            y_rows, w_rows = yu[base._order], wu[base._order]
             for t, P_t in zip(index, P, strict=True):
-                scores[t] = self._score(base, P_t, y_rows, w_rows)
+                scores[t] = self._score(base, P_t, yu, wu)
         if not np.isfinite(scores).any():
             raise ValueError(
                 "No candidate bandwidth could be scored: with fallback='nan' every candidate "
@@ -471,12 +466,10 @@ class BandwidthSearchCV(MetaEstimatorMixin, BaseEstimator):
     def _fit_sgd(self, Xu, yu, wu) -> np.ndarray:
         rng = check_random_state(self.random_state)
         h0 = self._base_bandwidth(Xu, wu)
-        base = clone(self.estimator).set_params(bandwidth=h0).fit(Xu, yu, wu)
-        Z0 = base._train.X  # scaled by h0; centring does not matter for distances
-        V = base._pooled_targets()
-        loss_fn = _log_loss(V) if is_classifier(base) else _squared_error(V)
-        row_weights = wu[base._order]
-        n, d = Z0.shape
+        loo = clone(self.estimator).set_params(bandwidth=h0).fit(Xu, yu, wu)._leave_one_out()
+        V = loo.targets
+        loss_fn = _log_loss(V) if is_classifier(self.estimator) else _squared_error(V)
+        n, d = Xu.shape
         batch = min(256, n) if self.batch_size == "auto" else min(self.batch_size, n)
 
         theta = np.zeros(d if self.per_feature else 1)  # log(h / h0)
@@ -484,27 +477,23 @@ class BandwidthSearchCV(MetaEstimatorMixin, BaseEstimator):
         beta1, beta2, step = 0.9, 0.999, 0
         self.loss_curve_ = []
         best_loss, stall = np.inf, 0
-        # Minibatches are drawn in training order, whatever order the fitted
-        # estimator stores its rows in (tree leaf order): the same random_state
-        # gives the same bandwidths on every algorithm.
-        stored = np.argsort(base._order)
+        # Minibatches are drawn in training order: the same random_state gives
+        # the same bandwidths on every algorithm.
         for epoch in range(1, self.max_iter + 1):
             order = rng.permutation(n)
             epoch_loss = 0.0
             for start in range(0, n, batch):
-                rows = stored[order[start : start + batch]]
-                train = _engine.prepare_train(Z0 * np.exp(-theta))
-                loss, grad = _engine.loo_loss_grad(
-                    train, base._log_w, V, base._kernel, rows, loss_fn, row_weights[rows]
-                )
-                epoch_loss += loss * row_weights[rows].sum()
+                rows = order[start : start + batch]
+                log_factors = np.broadcast_to(theta, (d,))
+                loss, grad = loo.loss_grad(log_factors, rows, loss_fn, wu[rows])
+                epoch_loss += loss * wu[rows].sum()
                 grad = grad if self.per_feature else grad.sum(keepdims=True)
                 step += 1
                 m1 = beta1 * m1 + (1 - beta1) * grad
                 m2 = beta2 * m2 + (1 - beta2) * grad**2
                 update = (m1 / (1 - beta1**step)) / (np.sqrt(m2 / (1 - beta2**step)) + 1e-12)
                 theta = np.clip(theta - self.learning_rate * update, -_MAX_LOG_STEP, _MAX_LOG_STEP)
-            epoch_loss /= row_weights.sum()
+            epoch_loss /= wu.sum()
             self.loss_curve_.append(epoch_loss)
             if self.verbose:
                 h = h0 * np.exp(theta)
@@ -525,7 +514,7 @@ class BandwidthSearchCV(MetaEstimatorMixin, BaseEstimator):
         self.n_iter_ = epoch
         bandwidth = h0 * np.exp(theta)
         base, P = self._loo_predictions(Xu, yu, wu, bandwidth, np.ones(1))
-        self.best_score_ = self._score(base, P[0], yu[base._order], wu[base._order])
+        self.best_score_ = self._score(base, P[0], yu, wu)
         return bandwidth
 
     # ----------------------------------------------------------- delegation

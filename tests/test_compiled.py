@@ -18,7 +18,7 @@ from numpy.testing import assert_allclose
 import skl_nw
 from conftest import naive_predict
 from skl_nw import BandwidthSearchCV, NadarayaWatsonRegressor, ParzenClassifier, _engine
-from skl_nw._engine import loo_pool, pool, prepare_train
+from skl_nw._engine import _dense, loo_pool, pool, prepare_train
 from skl_nw._kernels import get_kernel
 
 GAUSSIAN = get_kernel("gaussian")
@@ -30,8 +30,8 @@ def compiled(monkeypatch):
 
     The test is skipped only where numba is not installed.
     """
-    module = pytest.importorskip("skl_nw._compiled")
-    monkeypatch.setattr(_engine, "_compiled", lambda: module)
+    module = pytest.importorskip("skl_nw._engine._compiled")
+    monkeypatch.setattr(_dense, "compiled", lambda: module)
     return module
 
 
@@ -57,9 +57,9 @@ def test_exp_sums_compiled_equals_numpy_passes(compiled, rng, monkeypatch, k):
     m, n = 17, 301
     A = -rng.exponential(20.0, (m, n))
     V = rng.normal(size=(n, k))
-    fast = _engine._exp_sums(A.copy(), V)
-    monkeypatch.setattr(_engine, "_compiled", lambda: None)
-    slow = _engine._exp_sums(A.copy(), V)
+    fast = _dense.exp_sums(A.copy(), V)
+    monkeypatch.setattr(_dense, "compiled", lambda: None)
+    slow = _dense.exp_sums(A.copy(), V)
     E = np.exp(A)  # the independent reference: the formula, dense
     ref = np.column_stack([E @ V, E.sum(axis=1)])
     assert_allclose(fast, ref, rtol=1e-13, atol=1e-300)
@@ -73,8 +73,8 @@ def test_exp_sums_numpy_affine_and_exclusion(rng, monkeypatch, exclude):
     V = rng.normal(size=(n, 2))
     offset = -rng.exponential(3.0, n)
     own = None if exclude is None else exclude + np.arange(m)
-    monkeypatch.setattr(_engine, "_compiled", lambda: None)
-    got = _engine._exp_sums(A.copy(), V, slope=-0.37, offset=offset, own=own)
+    monkeypatch.setattr(_dense, "compiled", lambda: None)
+    got = _dense.exp_sums(A.copy(), V, slope=-0.37, offset=offset, own=own)
     E = np.exp(-0.37 * A + offset)
     if own is not None:
         E[np.arange(m), own] = 0.0
@@ -82,7 +82,7 @@ def test_exp_sums_numpy_affine_and_exclusion(rng, monkeypatch, exclude):
 
 
 @pytest.mark.parametrize("d", [1, 3, 8])
-def test_pool_paths_agree_with_naive(rng, monkeypatch, d):
+def test_pool_paths_agree_with_naive(compiled, rng, monkeypatch, d):
     n, m = 400, 150
     X = rng.normal(size=(n, d))
     Q = np.vstack([rng.normal(size=(m - 5, d)), 40 + rng.normal(size=(5, d))])  # 5 underflow
@@ -90,11 +90,11 @@ def test_pool_paths_agree_with_naive(rng, monkeypatch, d):
     w = rng.uniform(0.1, 2.0, n)
     w[::7] = 0.0
     h = 0.6 * np.sqrt(d)
-    train = prepare_train(X / h)
     log_w = np.log(w, out=np.full(n, -np.inf), where=w > 0)
-    fast = pool(Q / h, train, log_w, V, GAUSSIAN)
-    monkeypatch.setattr(_engine, "_compiled", lambda: None)
-    slow = pool(Q / h, train, log_w, V, GAUSSIAN)
+    train = prepare_train(X / h, log_w=log_w, values=V)
+    fast = pool(Q / h, train, GAUSSIAN)
+    monkeypatch.setattr(_dense, "compiled", lambda: None)
+    slow = pool(Q / h, train, GAUSSIAN)
     assert_allclose(fast, slow, rtol=1e-12, atol=1e-12)
     near = slice(0, m - 5)
     assert_allclose(fast[near], naive_predict(X, V, Q[near], h, sample_weight=w), atol=1e-12)
@@ -103,17 +103,16 @@ def test_pool_paths_agree_with_naive(rng, monkeypatch, d):
 
 
 @pytest.mark.parametrize("d", [1, 4])
-def test_loo_paths_agree_with_refits(rng, monkeypatch, d):
+def test_loo_paths_agree_with_refits(compiled, rng, monkeypatch, d):
     n = 120
     X = rng.normal(size=(n, d))
     V = rng.normal(size=(n, 1))
     factors = np.array([0.05, 0.5, 1.0, 4.0])
     h = 0.8
-    train = prepare_train(X / h)
-    log_w = np.zeros(n)
-    fast = loo_pool(train, log_w, V, GAUSSIAN, factors)
-    monkeypatch.setattr(_engine, "_compiled", lambda: None)
-    slow = loo_pool(train, log_w, V, GAUSSIAN, factors)
+    train = prepare_train(X / h, values=V)
+    fast = loo_pool(train, GAUSSIAN, factors)
+    monkeypatch.setattr(_dense, "compiled", lambda: None)
+    slow = loo_pool(train, GAUSSIAN, factors)
     assert_allclose(fast, slow, rtol=1e-12, atol=1e-12)
     for t, f in enumerate(factors):
         refit = [
@@ -136,7 +135,7 @@ def test_estimators_same_on_both_paths(rng, monkeypatch):
         return reg.predict(Q), clf.predict_proba(Q), search.bandwidth_, search.best_score_
 
     fast = results()
-    monkeypatch.setattr(_engine, "_compiled", lambda: None)
+    monkeypatch.setattr(_dense, "compiled", lambda: None)
     slow = results()
     for a, b in zip(fast, slow, strict=True):
         assert_allclose(a, b, rtol=1e-11)
@@ -155,26 +154,27 @@ def _child(code: str, **env) -> str:
 
 def test_environment_variable_disables_the_compiled_path():
     code = (
-        "import sys; import numpy as np; from skl_nw import NadarayaWatsonRegressor, _engine\n"
+        "import sys; import numpy as np; from skl_nw import NadarayaWatsonRegressor\n"
+        "from skl_nw._engine import _dense\n"
         "X = np.linspace(0, 1, 50)[:, None]\n"
         "NadarayaWatsonRegressor(bandwidth=0.1).fit(X, X[:, 0]).predict(X)\n"
-        "print(_engine._compiled() is None, 'numba' in sys.modules)"
+        "print(_dense.compiled() is None, 'numba' in sys.modules)"
     )
     assert _child(code, SKL_NW_DISABLE_NUMBA="1") == "True False"
 
 
 def test_square_chains_order_and_length():
     slopes = -0.5 / (2.0 ** (np.arange(-8, 6) / 4)) ** 2  # the default grid's step
-    order, squares = _engine._square_chains(slopes)
+    order, squares = _dense.square_chains(slopes)
     assert sorted(order) == list(range(len(slopes)))
     ordered = slopes[order]
     # Every flagged slope doubles the one before it; no chain has more than 6 squarings.
     assert_allclose(ordered[1:][squares[1:]], 2 * ordered[:-1][squares[1:]], rtol=1e-15)
     runs = np.diff(np.flatnonzero(np.append(~squares, True)))
-    assert runs.max() == _engine._MAX_SQUARINGS + 1
+    assert runs.max() == _dense.MAX_SQUARINGS + 1
     assert squares.sum() > len(slopes) // 2  # most candidates are squares
     # Unrelated slopes form chains of one.
-    assert not _engine._square_chains(np.array([-1.0, -1.5, -2.9]))[1].any()
+    assert not _dense.square_chains(np.array([-1.0, -1.5, -2.9]))[1].any()
 
 
 @pytest.mark.parametrize("d", [1, 3])
@@ -192,9 +192,9 @@ def test_chained_slopes_equal_separate_exps(compiled, rng, monkeypatch, k, d):
     slopes = np.append(slopes, -0.3)  # one outside every chain
     XT = np.ascontiguousarray(train.X.T)
     args = (Q, train, XT, V, slopes, offset, 3 + np.arange(m), GAUSSIAN)
-    fast = _engine._exp_sums_slopes(*args)
-    monkeypatch.setattr(_engine, "_compiled", lambda: None)
-    slow = _engine._exp_sums_slopes(*args)
+    fast = _dense.exp_sums_slopes(*args)
+    monkeypatch.setattr(_dense, "compiled", lambda: None)
+    slow = _dense.exp_sums_slopes(*args)
     assert fast.shape == (m, len(slopes), k + 1)
     assert_allclose(fast, slow, rtol=1e-12, atol=1e-13)  # numerators may cancel
     # The formula, dense: own point (index 3 + i) left out, duplicates kept.
@@ -223,10 +223,10 @@ def test_loo_loss_grad_same_on_both_paths(compiled, rng, monkeypatch, task, far)
     w = rng.uniform(0.2, 3.0, n)
     rows = rng.permutation(n)[:64]
     rows[0] = 0
-    train = prepare_train(X / [0.5, 1.0, 0.3])
-    args = (train, np.log(w), V, GAUSSIAN, rows, loss_fn, w[rows])
+    train = prepare_train(X / [0.5, 1.0, 0.3], log_w=np.log(w), values=V)
+    args = (train, GAUSSIAN, rows, loss_fn, w[rows])
     fast = _engine.loo_loss_grad(*args)
-    monkeypatch.setattr(_engine, "_compiled", lambda: None)
+    monkeypatch.setattr(_dense, "compiled", lambda: None)
     slow = _engine.loo_loss_grad(*args)
     assert_allclose(fast[0], slow[0], rtol=1e-12)
     assert_allclose(fast[1], slow[1], rtol=1e-10, atol=1e-12 * np.abs(slow[1]).max())
@@ -242,23 +242,23 @@ def _assert_falls_back(rng, monkeypatch, break_numba, warning=None):
     expected = NadarayaWatsonRegressor(bandwidth=0.4).fit(X, y).predict(X)
     monkeypatch.delenv("SKL_NW_DISABLE_NUMBA", raising=False)
     break_numba()
-    _engine._compiled.cache_clear()
+    _dense.compiled.cache_clear()
     try:
         if warning is None:
-            assert _engine._compiled() is None
+            assert _dense.compiled() is None
         else:
             with pytest.warns(RuntimeWarning, match=warning):
-                assert _engine._compiled() is None
+                assert _dense.compiled() is None
         got = NadarayaWatsonRegressor(bandwidth=0.4).fit(X, y).predict(X)
     finally:
-        _engine._compiled.cache_clear()
+        _dense.compiled.cache_clear()
     assert_allclose(got, expected, rtol=1e-12)
 
 
 def _forget_compiled_module(monkeypatch):
     """Make the next ``from . import _compiled`` execute the module again."""
-    monkeypatch.delitem(sys.modules, "skl_nw._compiled", raising=False)
-    monkeypatch.delattr(skl_nw, "_compiled", raising=False)
+    monkeypatch.delitem(sys.modules, "skl_nw._engine._compiled", raising=False)
+    monkeypatch.delattr(skl_nw._engine, "_compiled", raising=False)
 
 
 def test_missing_numba_falls_back_to_numpy(rng, monkeypatch):
@@ -296,7 +296,7 @@ def test_broken_numba_warns_and_falls_back(rng, monkeypatch):
 def test_failed_compilation_warns_and_falls_back(rng, monkeypatch):
     # The kernels compile lazily: the engine compiles them when it loads them
     # (warm_up), so a compilation error warns there instead of failing a predict.
-    module = pytest.importorskip("skl_nw._compiled")
+    module = pytest.importorskip("skl_nw._engine._compiled")
 
     def fail():
         raise RuntimeError("LLVM ERROR: simulated")

@@ -16,7 +16,7 @@ from sklearn import config_context
 
 from conftest import PROFILES, naive_predict, naive_weights, traced_peak
 from skl_nw import NadarayaWatsonRegressor
-from skl_nw._engine import attention, log_group_sums, pool, prepare_train
+from skl_nw._engine import Options, attention, class_log_sums, pool, prepare_train
 from skl_nw._kernels import KERNELS, kernel_names
 
 NAMES = kernel_names()
@@ -32,10 +32,15 @@ def log_weights(w):
         return np.log(np.asarray(w, dtype=float))
 
 
+def _groups(starts, n):
+    """Group code of each row, from the first row of each contiguous group."""
+    return np.repeat(np.arange(len(starts)), np.diff(np.append(starts, n)))
+
+
 def run_engine(X, Q, h, w, kernel, V):
     """(pool, attention) of the engine on inputs scaled by the bandwidth ``h``."""
-    train, Qs, log_w = prepare_train(X / h), Q / h, log_weights(w)
-    return pool(Qs, train, log_w, V, KERNELS[kernel]), attention(Qs, train, log_w, KERNELS[kernel])
+    train, Qs = prepare_train(X / h, log_w=log_weights(w), values=V), Q / h
+    return pool(Qs, train, KERNELS[kernel]), attention(Qs, train, KERNELS[kernel])
 
 
 def near_queries(rng, X, m, h, w=None, radius=0.5):
@@ -192,12 +197,11 @@ def test_exact_ties_split_evenly(kernel):
     y = rng.normal(size=(10, 2))
     Q = np.array([[500.0], [1500.0], [4500.0], [8500.0]])
     pairs = np.array([[0, 1], [1, 2], [4, 5], [8, 9]])
-    train = prepare_train(X)
+    train = prepare_train(X, values=y)
 
-    uniform = np.zeros(10)
-    P = pool(Q, train, uniform, y, KERNELS[kernel])
+    P = pool(Q, train, KERNELS[kernel])
     assert_allclose(P, y[pairs].mean(axis=1), rtol=1e-12, atol=1e-15)
-    A = attention(Q, train, uniform, KERNELS[kernel])
+    A = attention(Q, train, KERNELS[kernel])
     expected_A = np.zeros((4, 10))
     expected_A[np.arange(4)[:, None], pairs] = 0.5
     assert_allclose(A, expected_A, rtol=1e-12, atol=0)
@@ -206,7 +210,7 @@ def test_exact_ties_split_evenly(kernel):
     # for the gaussian, whose ulp, 1.5e-11, bounds the accuracy of log K + log w: the
     # same as a relative rounding error of s would cause; hence rtol=1e-10.)
     w = rng.uniform(0.5, 2.0, size=10)
-    P = pool(Q, train, np.log(w), y, KERNELS[kernel])
+    P = pool(Q, prepare_train(X, log_w=np.log(w), values=y), KERNELS[kernel])
     wp = w[pairs][..., None]
     assert_allclose(P, (wp * y[pairs]).sum(axis=1) / wp.sum(axis=1), rtol=1e-10, atol=1e-15)
 
@@ -255,9 +259,9 @@ def test_queries_where_every_weight_underflows(rng, kernel, d):
     logits = np.log(w) + LOG_PROFILES[kernel](u)
     alpha = np.exp(logits - logsumexp(logits, axis=1, keepdims=True))
 
-    train = prepare_train(X)
-    P = pool(Q, train, np.log(w), V, KERNELS[kernel])
-    A = attention(Q, train, np.log(w), KERNELS[kernel])
+    train = prepare_train(X, log_w=np.log(w), values=V)
+    P = pool(Q, train, KERNELS[kernel])
+    A = attention(Q, train, KERNELS[kernel])
     assert np.all(np.isfinite(P)) and np.all(np.isfinite(A))
     assert_allclose(A, alpha, rtol=1e-10, atol=1e-300)
     assert_allclose(P, alpha @ V, rtol=1e-10, atol=1e-12)
@@ -316,18 +320,18 @@ def test_fallback_nearest_and_nan_by_hand(kernel):
     )
     inside = np.array([False] * 6 + [True])
     expected = np.array([[7 / 4], [2.0], [1.0], [4.0], [4.0], [16.0], [1.0]])
-    train = prepare_train(X)
+    train = prepare_train(X, log_w=log_weights(w), values=y)
     k = KERNELS[kernel]
 
-    P = pool(Q, train, log_weights(w), y, k)
+    P = pool(Q, train, k)
     assert_allclose(P, expected, rtol=1e-12)
-    A = attention(Q, train, log_weights(w), k)
+    A = attention(Q, train, k)
     assert_allclose(A[0], [0.25, 0.75, 0, 0, 0], rtol=1e-12)
     assert_allclose(A[:, 3], 0.0, atol=0)
     assert_allclose(A @ y, expected, rtol=1e-12)
 
-    P = pool(Q, train, log_weights(w), y, k, fallback="nan")
-    A = attention(Q, train, log_weights(w), k, fallback="nan")
+    P = pool(Q, train, k, fallback="nan")
+    A = attention(Q, train, k, fallback="nan")
     assert np.all(np.isnan(P[~inside])) and np.all(np.isnan(A[~inside]))
     assert_allclose(P[inside], expected[inside], rtol=1e-12)
     assert_allclose(A[inside], [[1.0, 0, 0, 0, 0]], rtol=1e-12)
@@ -391,15 +395,16 @@ def test_log_group_sums_match_naive(rng, kernel, d):
     with np.errstate(divide="ignore"):
         expected = np.log(expected)
     # fallback="nan" keeps empty rows empty: the sums are then exact (log 0 = -inf).
-    train, log_w, k = prepare_train(X / h), log_weights(w), KERNELS[kernel]
-    L = log_group_sums(Q / h, train, log_w, starts, k, fallback="nan")
+    train = prepare_train(X / h, log_w=log_weights(w), groups=_groups(starts, n))
+    k = KERNELS[kernel]
+    L = class_log_sums(Q / h, train, k, fallback="nan")
     assert L.shape == (m, len(starts))
     assert not np.any(np.isnan(L))
     assert_allclose(L, expected, rtol=1e-10, atol=1e-10)
     if kernel in COMPACT:
         assert np.any(L == -np.inf)
     nonempty = np.isfinite(expected).any(axis=1)
-    L_nearest = log_group_sums(Q / h, train, log_w, starts, k)
+    L_nearest = class_log_sums(Q / h, train, k)
     assert_allclose(L_nearest[nonempty], expected[nonempty], rtol=1e-10, atol=1e-10)
 
 
@@ -412,7 +417,8 @@ def test_log_group_sums_far_group_stays_finite(rng, kernel):
     w = rng.uniform(0.5, 2.0, size=n0 + n1)
     starts = np.array([0, n0])
     Q = rng.normal(size=(m, d))
-    L = log_group_sums(Q, prepare_train(X), np.log(w), starts, KERNELS[kernel])
+    train = prepare_train(X, log_w=np.log(w), groups=_groups(starts, n0 + n1))
+    L = class_log_sums(Q, train, KERNELS[kernel])
     assert np.all(np.isfinite(L))
 
     u = np.sqrt(((Q[:, None] - X[None]) ** 2).sum(-1))
@@ -450,16 +456,18 @@ def test_chunking_and_threads_do_not_change_results(rng, kernel):
     w = rng.uniform(0.2, 2.0, size=n)
     starts = np.array([0, 100, 250])
     Q = near_queries(rng, X, m, 1.0)
-    train, log_w = prepare_train(X), np.log(w)
+    train = prepare_train(X, log_w=np.log(w), values=V)
+    grouped = prepare_train(X, log_w=np.log(w), groups=_groups(starts, n))
 
     def all_three(**kwargs):
         # The record's log-profile sees each chunk of squared distances (a
         # kernel with a fast path may skip it in some functions, not in all).
         k, shapes = counting(kernel)
         results = (
-            pool(Q, train, log_w, V, k, **kwargs),
-            attention(Q, train, log_w, k, **kwargs),
-            log_group_sums(Q, train, log_w, starts, k, **kwargs),
+            pool(Q, train, k, options=Options(**kwargs)),
+            # Dense weights over the budget are an error: the sparse form, densified.
+            attention(Q, train, k, sparse=True, options=Options(**kwargs)).toarray(),
+            class_log_sums(Q, grouped, k, options=Options(**kwargs)),
         )
         assert shapes and all(shape[1] == n for shape in shapes)
         return results, [shape[0] for shape in shapes]
@@ -510,10 +518,11 @@ def test_predict_memory_is_bounded_by_working_memory(rng, kernel, n_jobs):
 def test_no_queries_gives_empty_results_without_warnings(kernel):
     # Arrays in, arrays out: zero queries is an empty result, not a (misleading)
     # "Could not adhere to working_memory config" warning.
-    train = prepare_train(np.random.default_rng(3).normal(size=(10, 3)))
-    Q, log_w, k = np.empty((0, 3)), np.zeros(10), KERNELS[kernel]
+    X = np.random.default_rng(3).normal(size=(10, 3))
+    train = prepare_train(X, values=np.ones((10, 2)), groups=_groups(np.array([0, 4]), 10))
+    Q, k = np.empty((0, 3)), KERNELS[kernel]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert pool(Q, train, log_w, np.ones((10, 2)), k).shape == (0, 2)
-        assert attention(Q, train, log_w, k).shape == (0, 10)
-        assert log_group_sums(Q, train, log_w, np.array([0, 4]), k).shape == (0, 2)
+        assert pool(Q, train, k).shape == (0, 2)
+        assert attention(Q, train, k).shape == (0, 10)
+        assert class_log_sums(Q, train, k).shape == (0, 2)

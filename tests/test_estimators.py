@@ -144,7 +144,10 @@ def test_many_chunks_and_threads_match_the_oracle(rng):
     with config_context(working_memory=0.05):
         reg = NadarayaWatsonRegressor(bandwidth=1.0, n_jobs=2).fit(X, y)
         got = reg.predict(Q)
-        A = reg.attention_weights(Q)
+        # The dense (50, 200) result is larger than this budget: an error, before any work.
+        with pytest.raises(MemoryError, match="sparse=True"):
+            reg.attention_weights(Q)
+        A = reg.attention_weights(Q, sparse=True).toarray()
     assert_allclose(got, naive_predict(X, y, Q, 1.0), rtol=1e-10)
     assert_allclose(A, naive_weights(X, Q, 1.0, "gaussian"), rtol=1e-10, atol=1e-15)
 
@@ -819,9 +822,9 @@ def test_every_algorithm_gives_the_same_results(rng, kernel):
         clf = ParzenClassifier(kernel=kernel, algorithm=algorithm).fit(X, y)
         assert_allclose(reg.predict(Q), ref_reg.predict(Q), rtol=1e-12, atol=1e-14)
         weights = reg.attention_weights(Q)
-        # The tree path returns the (mostly empty) weights as a CSR matrix.
-        assert sparse.issparse(weights) == (algorithm in ("kd_tree", "ball_tree"))
-        weights = weights.toarray() if sparse.issparse(weights) else weights
+        # The same type on every path: dense by default, CSR with sparse=True.
+        assert isinstance(weights, np.ndarray)
+        assert sparse.issparse(reg.attention_weights(Q, sparse=True))
         assert_allclose(weights, ref_reg.attention_weights(Q), rtol=1e-12, atol=1e-15)
         assert_allclose(clf.predict_proba(Q), ref_clf.predict_proba(Q), rtol=1e-12, atol=1e-14)
         assert_array_equal(clf.predict(Q), ref_clf.predict(Q))

@@ -28,7 +28,6 @@ from scipy import sparse
 from sklearn.exceptions import NotFittedError
 
 from skl_nw import BandwidthSearchCV, NadarayaWatsonRegressor, ParzenClassifier
-from skl_nw._engine import loo_pool
 from skl_nw._kernels import KERNELS, kernel_names
 
 NAMES = kernel_names()
@@ -176,9 +175,9 @@ def test_predictions_are_convex_combinations_of_the_targets(p, scale):
 def test_attention_rows_are_probability_vectors(p):
     for est in (_regressor(p), _classifier(p)):
         A = est.attention_weights(p.Q)
-        # Dense on the brute path, CSR on the trees.
-        assert sparse.issparse(A) == (p.algorithm != "brute")
-        A = _dense(A)
+        # The same type on every path: dense by default, CSR with sparse=True.
+        assert isinstance(A, np.ndarray)
+        assert_allclose(_dense(est.attention_weights(p.Q, sparse=True)), A, rtol=0, atol=0)
         assert A.shape == (len(p.Q), len(p.X))
         assert np.all(np.isfinite(A))
         assert np.all(A >= 0)
@@ -319,8 +318,8 @@ def test_closed_form_leave_one_out_equals_explicit_refits(problem):
     for f in factors:
         assume(_stable(p.X, p.X, np.asarray(p.h) * f, p.kernel, p.active, leave_one_out=True))
     reg = _regressor(p)
-    P = loo_pool(reg._train, reg._log_w, reg._y, reg._kernel, factors)[:, :, 0]
-    P = P[:, np.argsort(reg._order)]  # the training set stores rows in _order (tree leaf order)
+    # Through the estimator's leave-one-out protocol; rows come back in training order.
+    P = reg._leave_one_out().predictions(factors)[:, :, 0]
     refits = []
     for t, f in enumerate(factors):
         h = np.asarray(p.h) * f

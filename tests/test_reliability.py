@@ -459,7 +459,8 @@ def no_heavy_work(monkeypatch):
         "choose_algorithm",
         "pool",
         "attention",
-        "log_group_sums",
+        "class_log_sums",
+        "kernel_sums",
         "loo_pool",
         "loo_loss_grad",
     ):
@@ -525,7 +526,7 @@ def test_bad_X_at_predict(make, bad, monkeypatch):
     error, match, X = BAD_X[bad]
     if bad == "no feature":  # validation reports the feature count first
         match = "0 feature|features"
-    for name in ("pool", "attention", "log_group_sums"):
+    for name in ("pool", "attention", "class_log_sums"):
         monkeypatch.setattr(_engine, name, lambda *a, **k: pytest.fail("engine before validation"))
     methods = ["predict", "attention_weights", "predict_proba", "predict_log_proba"]
     for method in (m for m in methods if hasattr(est, m)):
@@ -577,7 +578,7 @@ def test_bad_sample_weight(make, sample_weight, match, no_heavy_work):
 @pytest.mark.parametrize("make", ESTIMATORS.values(), ids=ESTIMATORS.keys())
 def test_wrong_number_of_features_at_predict_for_every_method(make, monkeypatch):
     est = _fitted(make)
-    for name in ("pool", "attention", "log_group_sums"):
+    for name in ("pool", "attention", "class_log_sums"):
         monkeypatch.setattr(_engine, name, lambda *a, **k: pytest.fail("engine before validation"))
     methods = ["predict", "attention_weights", "predict_proba", "predict_log_proba", "score"]
     for method in (m for m in methods if hasattr(est, m)):

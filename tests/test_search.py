@@ -113,8 +113,8 @@ def test_loo_pool_equals_explicit_refits(rng, kernel, k, fallback):
     X, y, w = _loo_data(rng, k=k)
     h = np.array([0.6, 0.9])
     V = y.reshape(len(y), -1)
-    train = prepare_train(X / h)
-    P = loo_pool(train, _log(w), V, KERNELS[kernel], np.ones(1), fallback=fallback)[0]
+    train = prepare_train(X / h, log_w=_log(w), values=V)
+    P = loo_pool(train, KERNELS[kernel], np.ones(1), fallback=fallback)[0]
     est = NadarayaWatsonRegressor(bandwidth=h, kernel=kernel, fallback=fallback)
     expected = _refit_loo(est, X, y, w).reshape(V.shape)
     assert_allclose(P, expected, rtol=1e-10, atol=1e-10)
@@ -146,7 +146,8 @@ def test_loo_pool_classifier_probabilities_equal_explicit_refits(rng, kernel):
     y[n - 4], y[n - 3] = "a", "b"  # same x, different labels
     y[n - 1] = "c" if y[0] != "c" else "a"
     h = np.array([0.6, 0.9])
-    P = loo_pool(prepare_train(X / h), _log(w), _onehot(y, classes), KERNELS[kernel], [1.0])[0]
+    train = prepare_train(X / h, log_w=_log(w), values=_onehot(y, classes))
+    P = loo_pool(train, KERNELS[kernel], [1.0])[0]
     expected = _refit_loo(ParzenClassifier(bandwidth=h, kernel=kernel), X, y, w, "predict_proba")
     assert_allclose(P, expected, rtol=1e-10, atol=1e-10)
     assert_allclose(P.sum(axis=1), 1.0, rtol=1e-12)
@@ -162,10 +163,11 @@ def test_loo_pool_factors_equal_separate_bandwidths(rng, kernel):
     w = rng.uniform(0.2, 3.0, 40)
     h = np.array([0.5, 1.5, 0.3])
     factors = np.array([0.25, 0.7, 1.0, 2.3, 9.0])
-    together = loo_pool(prepare_train(X / h), _log(w), V, KERNELS[kernel], factors)
+    together = loo_pool(prepare_train(X / h, log_w=_log(w), values=V), KERNELS[kernel], factors)
     assert together.shape == (len(factors), 40, 2)
     for t, factor in enumerate(factors):
-        alone = loo_pool(prepare_train(X / (factor * h)), _log(w), V, KERNELS[kernel], [1.0])
+        train = prepare_train(X / (factor * h), log_w=_log(w), values=V)
+        alone = loo_pool(train, KERNELS[kernel], [1.0])
         assert_allclose(together[t], alone[0], rtol=1e-10, atol=1e-12)
     # and against the textbook formula where every point has a neighbour
     assert_allclose(
@@ -246,8 +248,8 @@ def _naive_loss(log_h, X, V, w, kernel, rows, r, task):
 
 def _engine_loss_grad(log_h, X, V, w, kernel, rows, r, task):
     loss_fn = _squared_error(V) if task == "regression" else _log_loss(V)
-    train = prepare_train(X / np.exp(log_h))
-    return loo_loss_grad(train, _log(w), V, KERNELS[kernel], rows, loss_fn, r)
+    train = prepare_train(X / np.exp(log_h), log_w=_log(w), values=V)
+    return loo_loss_grad(train, KERNELS[kernel], rows, loss_fn, r)
 
 
 @pytest.mark.parametrize("task", ["regression", "classification"])

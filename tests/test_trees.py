@@ -23,6 +23,7 @@ from sklearn.neighbors import BallTree, KDTree, RadiusNeighborsRegressor
 
 from conftest import traced_peak
 from skl_nw import BandwidthSearchCV, NadarayaWatsonRegressor, ParzenClassifier, _engine
+from skl_nw._engine import _tree
 from skl_nw._kernels import KERNELS, get_kernel, kernel_names
 
 NAMES = kernel_names()
@@ -109,11 +110,14 @@ def test_attention_weights_are_csr_and_equal_brute(rng, kernel, algorithm, bandw
     brute = NadarayaWatsonRegressor(algorithm="brute", **params).fit(X, y, sample_weight=w)
     tree = NadarayaWatsonRegressor(algorithm=algorithm, **params).fit(X, y, sample_weight=w)
 
-    A = tree.attention_weights(Q)
+    A = tree.attention_weights(Q, sparse=True)
     assert sparse.issparse(A) and A.format == "csr"
     assert A.shape == (m, n)
     dense = brute.attention_weights(Q)
     assert isinstance(dense, np.ndarray)
+    # The same type on every path: dense by default, CSR when asked.
+    assert_array_equal(tree.attention_weights(Q), A.toarray())
+    assert_array_equal(brute.attention_weights(Q, sparse=True).toarray(), dense)
     assert_allclose(A.toarray(), dense, rtol=0, atol=1e-15)
     assert_allclose(np.asarray(A.sum(axis=1)).ravel(), 1.0, rtol=1e-12)
     assert A.min() >= 0.0
@@ -147,7 +151,7 @@ def test_classifier_tree_equals_brute(rng, kernel, algorithm, bandwidth, priors)
     assert_allclose(tree_log_p, log_p, rtol=1e-10, atol=1e-12)
     assert_array_equal(tree.predict(Q), brute.predict(Q))
 
-    A = tree.attention_weights(Q)
+    A = tree.attention_weights(Q, sparse=True)
     assert sparse.issparse(A) and A.format == "csr"
     assert_allclose(A.toarray(), brute.attention_weights(Q), rtol=0, atol=1e-15)
     if priors is None:  # with priors the probabilities reweight the classes
@@ -289,7 +293,7 @@ def test_rtol_truncation_happens(rng, kernel, algorithm):
     tree = NadarayaWatsonRegressor(algorithm=algorithm, rtol=1e-3, **params)
     tree.fit(X, y, sample_weight=w)
     assert np.abs(tree.predict(Q) - exact.predict(Q)).max() > 1e-14 * np.abs(y).max()
-    assert tree.attention_weights(Q).nnz < 0.5 * len(Q) * np.count_nonzero(w)
+    assert tree.attention_weights(Q, sparse=True).nnz < 0.5 * len(Q) * np.count_nonzero(w)
 
 
 @pytest.mark.parametrize("algorithm", TREES)
@@ -302,7 +306,7 @@ def test_rtol_zero_sums_over_every_point(rng, kernel, algorithm):
     tree.fit(X, y, sample_weight=w)
     assert_allclose(tree.predict(Q), exact.predict(Q), rtol=0, atol=_scale_atol(y))
     # Every positive-weight point is in every row.
-    assert tree.attention_weights(Q).nnz == len(Q) * np.count_nonzero(w)
+    assert tree.attention_weights(Q, sparse=True).nnz == len(Q) * np.count_nonzero(w)
 
 
 # --------------------------------------------------------------------------
@@ -324,10 +328,11 @@ def test_loo_pool_tree_equals_brute_and_refits(rng, kernel, algorithm):
     X, y, w = _loo_problem(rng)
     h, factors = 0.1, np.array([0.3, 1.0, 2.5])
     Xs, log_w, active = X / h, _log(w), w > 0
-    brute = _engine.loo_pool(_engine.prepare_train(Xs), log_w, y, KERNELS[kernel], factors)
-    train = _engine.prepare_train(Xs, algorithm, 40, active=active)
-    assert train.trees
-    tree = _engine.loo_pool(train, log_w, y, KERNELS[kernel], factors)
+    brute_set = _engine.prepare_train(Xs, log_w=log_w, values=y)
+    brute = _engine.loo_pool(brute_set, KERNELS[kernel], factors)
+    train = _engine.prepare_train(Xs, log_w=log_w, values=y, algorithm=algorithm, leaf_size=40)
+    assert train.trees and all(np.all(active[train.order[t.rows]]) for t in train.trees)
+    tree = _engine.loo_pool(train, KERNELS[kernel], factors)
     assert tree.shape == (len(factors), len(X), y.shape[1])
     assert np.all(np.isfinite(brute))
     assert_allclose(tree, brute, rtol=0, atol=_scale_atol(y))
@@ -397,10 +402,10 @@ def test_tree_attribute(rng, algorithm, leaf_size):
     assert type(tree) is TREE_CLASS[algorithm]
     # Built over the bandwidth-scaled points of positive weight: their pairwise
     # distances are those of X[w > 0] / h (the tree holds them centred, in its
-    # own leaf order, which the estimator records in _order).
+    # own leaf order, which the engine's training set records in its order).
     data = np.asarray(tree.data)
     assert data.shape == (np.sum(w > 0), d)
-    stored = reg._order[: len(data)]
+    stored = reg._train.order[: len(data)]
     assert np.all(w[stored] > 0)
     active = X[stored] / h
     sample = rng.choice(len(active), 50, replace=False)
@@ -440,7 +445,8 @@ def test_pickle_round_trip(rng, kernel, algorithm):
     reg2, clf2 = pickle.loads(pickle.dumps(reg)), pickle.loads(pickle.dumps(clf))
     assert type(reg2.tree_) is TREE_CLASS[algorithm]
     assert_array_equal(reg2.predict(Q), reg.predict(Q))
-    assert (reg2.attention_weights(Q) != reg.attention_weights(Q)).nnz == 0
+    A2, A = reg2.attention_weights(Q, sparse=True), reg.attention_weights(Q, sparse=True)
+    assert (A2 != A).nnz == 0
     assert_array_equal(clf2.predict_proba(Q), clf.predict_proba(Q))
     assert_array_equal(clf2.predict_log_proba(Q), clf.predict_log_proba(Q))
 
@@ -517,19 +523,18 @@ def test_chunks_and_threads_do_not_change_tree_results(rng, kernel, algorithm, m
     def results(n_jobs):
         reg = NadarayaWatsonRegressor(n_jobs=n_jobs, **params).fit(X, y, sample_weight=w)
         clf = ParzenClassifier(n_jobs=n_jobs, **params).fit(X, labels, sample_weight=w)
-        loo = _engine.loo_pool(
-            reg._train, reg._log_w, reg._y, reg._kernel, np.array([0.5, 1.0]), n_jobs=n_jobs
-        )
-        return reg.predict(Q), reg.attention_weights(Q), clf.predict_log_proba(Q), loo
+        loo = reg._leave_one_out().predictions(np.array([0.5, 1.0]), n_jobs=n_jobs)
+        A = reg.attention_weights(Q, sparse=True)
+        return reg.predict(Q), A, clf.predict_log_proba(Q), loo
 
     calls = []
-    original = _engine._tree_pool_rows
 
-    def counting(*args):
-        calls.append(len(args[-1]))
-        return original(*args)
+    class Counting(_tree.Neighbours):
+        def __init__(self, Q, *args, **kwargs):
+            calls.append(len(Q))
+            super().__init__(Q, *args, **kwargs)
 
-    monkeypatch.setattr(_engine, "_tree_pool_rows", counting)
+    monkeypatch.setattr(_tree, "Neighbours", Counting)
     reference = results(1)
     default_calls = len(calls)
     for n_jobs in [1, 2]:
@@ -593,11 +598,11 @@ def test_training_rows_are_stored_in_leaf_order(rng, algorithm):
     step = np.linalg.norm(np.diff(stored, axis=0), axis=1).mean()
     random_step = np.linalg.norm(np.diff(X / 0.05, axis=0), axis=1).mean()
     assert step < 0.25 * random_step  # measured: about 0.1
-    assert sorted(reg._order) == list(range(4000))
+    assert sorted(reg._train.order) == list(range(4000))
     brute = NadarayaWatsonRegressor(bandwidth=0.05, algorithm="brute").fit(X, y)
     Q = rng.uniform(size=(30, 2))
     assert_allclose(reg.predict(Q), brute.predict(Q), rtol=1e-10)
-    assert_allclose(reg.attention_weights(Q).toarray(), brute.attention_weights(Q), atol=1e-14)
+    assert_allclose(reg.attention_weights(Q), brute.attention_weights(Q), atol=1e-14)
 
 
 def test_sgd_search_is_the_same_on_every_algorithm(rng):

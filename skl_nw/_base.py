@@ -1,0 +1,207 @@
+"""What both estimators share: rules of thumb, sample weights, validation, engine hand-off."""
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+
+import numpy as np
+from numpy.typing import ArrayLike
+from sklearn.base import BaseEstimator
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+
+from . import _engine
+from ._kernels import KERNELS, get_kernel
+
+__all__ = ["check_weights", "rule_of_thumb"]
+
+_RULES = ("scott", "silverman")
+_ALGORITHMS = ("auto", "brute", "kd_tree", "ball_tree")
+# Scaled coordinates beyond this would overflow when squared and summed.
+_MAX_SCALED = 1e150
+
+
+def _weighted_scale(x: np.ndarray, w: np.ndarray) -> float:
+    """Robust scale ``min(std, IQR / 1.349)`` of one feature with frequency weights.
+
+    A zero IQR (a feature that is mostly constant) falls back to the standard
+    deviation, and a constant feature to 1.0, so the bandwidth is never zero.
+    Weighted quantiles use the inverted CDF, so integer weights give exactly
+    the scale of the data with repeated rows.
+    """
+    support = x[w > 0]
+    if support.min() == support.max():
+        # Zero spread.  Tested exactly: the weighted mean of a constant is not
+        # always that constant, and its rounding would give a std of ~1e-16 |x|.
+        return 1.0
+    mean = np.average(x, weights=w)
+    std = np.sqrt(np.average((x - mean) ** 2, weights=w))
+    q1, q3 = np.quantile(x, [0.25, 0.75], weights=w, method="inverted_cdf")
+    iqr = (q3 - q1) / 1.349
+    positive = [s for s in (std, iqr) if s > 0 and np.isfinite(s)]
+    return float(min(positive)) if positive else 1.0
+
+
+def check_weights(sample_weight: ArrayLike | None, X: np.ndarray) -> np.ndarray:
+    """Non-negative float64 sample weights with a positive sum (ones for None)."""
+    w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+    if not w.sum() > 0:  # older scikit-learn lets all-zero weights through
+        raise ValueError("sample_weight must have a positive sum; got all zeros.")
+    return w
+
+
+def rule_of_thumb(
+    X: ArrayLike, rule: str = "scott", sample_weight: ArrayLike | None = None
+) -> np.ndarray:
+    """Per-feature rule-of-thumb bandwidths.
+
+    ``h_j = scale_j * factor``, where ``scale_j = min(std_j, IQR_j / 1.349)``
+    is a robust scale of feature ``j`` (so the rule follows each feature's
+    units, unlike a single scalar) and the factor is Scott's
+    ``n^(-1 / (d + 4))`` or Silverman's ``(n (d + 2) / 4)^(-1 / (d + 4))``.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        Training inputs.
+    rule : {"scott", "silverman"}, default="scott"
+        Which factor to use.
+    sample_weight : array-like of shape (n_samples,), default=None
+        Frequency weights: ``n = sum(sample_weight)``, weighted std and
+        quantiles, so integer weights equal repeated rows.
+
+    Returns
+    -------
+    ndarray of shape (n_features,)
+        Positive bandwidths.  A feature of zero spread gets a scale of 1.0
+        (a constant feature shifts every distance equally, so any positive
+        bandwidth gives the same Gaussian weights).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skl_nw import rule_of_thumb
+    >>> X = np.column_stack([np.arange(100.0), 1000 * np.arange(100.0)])
+    >>> rule_of_thumb(X).round(2)
+    array([   13.4 , 13398.44])
+    """
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D, got an array of shape {X.shape}.")
+    if rule not in _RULES:
+        raise ValueError(f"rule must be one of {_RULES}, got {rule!r}.")
+    w = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, float)
+    n, d = float(w.sum()), X.shape[1]
+    scales = np.array([_weighted_scale(X[:, j], w) for j in range(d)])
+    if rule == "scott":
+        factor = n ** (-1.0 / (d + 4))
+    else:
+        factor = (n * (d + 2) / 4.0) ** (-1.0 / (d + 4))
+    return scales * factor
+
+
+class _NWBase(BaseEstimator):
+    """Shared parameters, validation and scaling of both estimators."""
+
+    _parameter_constraints: dict = {
+        "bandwidth": [
+            Interval(Real, 0, None, closed="neither"),
+            StrOptions(set(_RULES)),
+            "array-like",
+        ],
+        "kernel": [StrOptions(set(KERNELS))],
+        "algorithm": [StrOptions(set(_ALGORITHMS))],
+        "leaf_size": [Interval(Integral, 1, None, closed="left")],
+        "rtol": [Interval(Real, 0, 1, closed="left")],
+        "n_jobs": [Integral, None],
+    }
+
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        # The kernel record holds functions (lambdas); keep its name only, so that
+        # pickle and skops.io store plain data (skops cannot load a lambda).
+        if "_kernel" in state:
+            state = {**state, "_kernel": state["_kernel"].name}
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        if isinstance(state.get("_kernel"), str):
+            state = {**state, "_kernel": get_kernel(state["_kernel"])}
+        super().__setstate__(state)
+
+    def _resolve_bandwidth(self, X: np.ndarray, w: np.ndarray) -> np.ndarray:
+        n_features = X.shape[1]
+        if isinstance(self.bandwidth, str):
+            return rule_of_thumb(X, self.bandwidth, w)
+        h = np.asarray(self.bandwidth)
+        if h.dtype.kind not in "iuf":
+            raise ValueError(
+                "bandwidth must be a positive float, an array of positive floats of "
+                f"shape (n_features,) = ({n_features},) or one of {_RULES}; got an "
+                f"array of dtype {h.dtype}."
+            )
+        if h.ndim > 1 or h.size not in (1, n_features) or (h.ndim == 1 and h.size != n_features):
+            raise ValueError(
+                f"bandwidth must be a scalar or have shape (n_features,) = ({n_features},); "
+                f"got shape {h.shape}."
+            )
+        h = np.broadcast_to(h.astype(np.float64), (n_features,)).copy()
+        if not (np.all(np.isfinite(h)) and np.all(h > 0)):
+            raise ValueError(f"bandwidth must be finite and positive; got {h}.")
+        return h
+
+    def _scale(self, X: np.ndarray, name: str = "X") -> np.ndarray:
+        with np.errstate(over="ignore"):  # an overflow is the error raised below
+            Xs = X / self.bandwidth_
+        if Xs.size and not np.abs(Xs).max() < _MAX_SCALED:
+            raise ValueError(
+                f"{name} divided by bandwidth_ overflows (|x / h| >= {_MAX_SCALED:g}); "
+                "choose a larger bandwidth or rescale the features."
+            )
+        return Xs
+
+    def _fit_inputs(self, X: np.ndarray, sample_weight) -> tuple[np.ndarray, np.ndarray]:
+        """Resolve kernel and bandwidth; return the scaled X and the sample weights."""
+        w = check_weights(sample_weight, X)
+        self._kernel = get_kernel(self.kernel)
+        self.bandwidth_ = self._resolve_bandwidth(X, w)
+        return self._scale(X), w
+
+    def _build(self, Xs: np.ndarray, w: np.ndarray, values: np.ndarray, groups=None) -> None:
+        """Choose the algorithm (the one place that does); hand the training set to the engine."""
+        with np.errstate(divide="ignore"):
+            log_w = np.log(w)
+        if self.algorithm != "auto":
+            self._fit_method = self.algorithm
+        else:
+            self._fit_method = _engine.choose_algorithm(Xs, log_w, self._kernel, self.rtol)
+        self._train = _engine.prepare_train(
+            Xs, log_w=log_w, values=values, groups=groups,
+            algorithm=self._fit_method, leaf_size=self.leaf_size,
+        )  # fmt: skip
+        trees = [t.tree for t in self._train.trees] or None
+        self.tree_ = trees[0] if trees is not None and groups is None else trees
+
+    def _options(self) -> _engine.Options:
+        return _engine.Options(rtol=self.rtol, n_jobs=self.n_jobs)
+
+    def _queries(self, X: ArrayLike) -> np.ndarray:
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=np.float64)
+        return self._scale(X)
+
+    def _attention(self, X: ArrayLike, fallback: str, sparse: bool):
+        return _engine.attention(
+            self._queries(X), self._train, self._kernel,
+            fallback=fallback, sparse=sparse, options=self._options(),
+        )  # fmt: skip
+
+    def _leave_one_out(self) -> _engine.LeaveOneOut:
+        """Return what BandwidthSearchCV needs: the one protocol between them.
+
+        See :class:`skl_nw._engine.LeaveOneOut` for the interface; the search
+        touches no other private attribute of a fitted estimator.
+        """
+        check_is_fitted(self)
+        fallback = getattr(self, "fallback", "nearest")
+        return _engine.LeaveOneOut(self._train, self._kernel, fallback, self.rtol)

@@ -1,0 +1,204 @@
+"""The numeric engine: the only hot loops of the package.
+
+Arrays in, arrays out; no estimator, no parameter names, no validation.
+Inputs are already divided by the bandwidth.  The training side lives in a
+:class:`TrainSet` (keys, log weights, values, groups, in an order of the
+engine's own); every operation takes and returns arrays in the caller's row
+order.
+
+Module map:
+
+* ``_sums``: the primitive, :func:`kernel_sums` (kernel-weighted moment sums
+  ``sum_i w_i K(u_i)^p V_i`` in a log-scaled safe form, per bandwidth factor,
+  power and group, with leave-one-out by index), and the chunk dispatch;
+* ``_dense``: the brute-force path (distances, kernel blocks, the folded GEMM,
+  exp sums and square chains); ``_compiled``: its optional numba kernels;
+* ``_tree``: the tree path (neighbourhoods, radius bounds, COO sums);
+* ``_train``: :class:`TrainSet`; ``_chunks``: memory budget, threads, BLAS;
+* ``_auto``: the rule of ``algorithm="auto"``; ``_gradient``: the
+  leave-one-out loss gradient of gradient descent.
+
+The operations below are thin layers over :func:`kernel_sums`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse import vstack as sparse_vstack
+
+from .._kernels import Kernel
+from . import _dense, _tree
+from ._auto import choose_algorithm, neighbour_fraction
+from ._chunks import Options, budget
+from ._gradient import loo_loss_grad
+from ._sums import KernelSums, kernel_sums, run_chunks
+from ._train import TrainSet, prepare_train
+
+__all__ = [
+    "KernelSums",
+    "LeaveOneOut",
+    "Options",
+    "TrainSet",
+    "attention",
+    "choose_algorithm",
+    "class_log_sums",
+    "kernel_sums",
+    "loo_loss_grad",
+    "loo_pool",
+    "neighbour_fraction",
+    "pool",
+    "prepare_train",
+]
+
+
+def pool(Q, train: TrainSet, kernel: Kernel, *, values=None, fallback="nearest",
+         options: Options = Options()) -> np.ndarray:  # noqa: B008  # fmt: skip
+    """Attention pooling ``sum_i alpha_i(q) V_i`` at every query: (m, k).
+
+    ``alpha_i(q) = w_i K(u_i) / sum_j w_j K(u_j)``, the ratio of two columns of
+    :func:`kernel_sums`.  Rows are NaN only for ``fallback="nan"`` queries
+    with no training point inside a compact kernel's support.
+    """
+    sums = kernel_sums(Q, train, kernel, values=values, fallback=fallback, options=options)
+    return sums.ratios()[:, 0]
+
+
+def loo_pool(train: TrainSet, kernel: Kernel, factors, *, values=None, fallback="nearest",
+             options: Options = Options()) -> np.ndarray:  # noqa: B008  # fmt: skip
+    """Closed-form leave-one-out pooling for several bandwidth multiples at once: (F, n, k).
+
+    With full-sample sums ``D_i = sum_k w_k K_ik`` and ``S_i = sum_k w_k K_ik V_k``
+    the leave-one-out prediction is ``(S_i - w_i K(0) V_i) / (D_i - w_i K(0))``.
+    It is computed without that subtraction (which cancels when the point's
+    own term dominates): :func:`kernel_sums` drops the point from its own sums
+    by index.  For bandwidth ``f * h`` the squared scaled distances are those
+    at ``h`` divided by ``f^2``, so each chunk computes its distances (or its
+    tree neighbourhoods, at the widest ``f``) once for every multiple, as
+    RidgeCV reuses one decomposition for every alpha.
+    """
+    sums = kernel_sums(None, train, kernel, values=values, factors=factors, loo=True,
+                       fallback=fallback, options=options)  # fmt: skip
+    return sums.ratios().transpose(1, 0, 2)
+
+
+def class_log_sums(Q, train: TrainSet, kernel: Kernel, *, relative: bool = False,
+                   fallback="nearest", options: Options = Options()) -> np.ndarray:  # noqa: B008  # fmt: skip
+    """``log sum_{i in g} w_i K_i(q)`` for each group of ``train``: (m, n_groups).
+
+    ``relative=True`` leaves out a constant per query (the largest ``log K``
+    of the row): what normalised probabilities need, and exact where the
+    absolute value (``~ -1e30`` far from every point) would round the
+    differences between groups away.  Each group has its own log scale, so a
+    group far from the query keeps a finite log sum; ``-inf`` only where the
+    sum is exactly zero (no point of the group in a compact kernel's support).
+    """
+    none = np.empty((train.n_samples, 0))
+    sums = kernel_sums(Q, train, kernel, values=none, grouped=True, fallback=fallback,
+                       options=options)  # fmt: skip
+    with np.errstate(divide="ignore"):
+        L = sums.log_scale[:, 0, 0] + np.log(sums.scaled[:, 0, 0, :, 0])
+    return L if relative else L + sums.shift[:, :1]
+
+
+def attention(Q, train: TrainSet, kernel: Kernel, *, fallback="nearest", sparse=False,
+              options: Options = Options()):  # noqa: B008  # fmt: skip
+    """Return the (m, n) attention weights, columns in the caller's training order.
+
+    Dense (an ndarray) unless ``sparse=True`` (a CSR matrix of the non-zero
+    weights), whatever the path; NaN rows where ``fallback="nan"`` leaves a
+    query empty.  The kernel blocks are those of :func:`kernel_sums`, before
+    their reduction.  A dense result larger than the memory budget raises a
+    MemoryError before any work.
+    """
+    m, n = Q.shape[0], train.n_samples
+    if not sparse:
+        _check_dense_fits(m, n, options)
+
+    def dense(chunk, Qc):
+        S = _dense.sq_distances(Qc, train, kernel)
+        B, _ = _dense.log_kernel_block(S, train.log_w, kernel, fallback)
+        alpha = _dense.softmax_rows(B, train.log_w)
+        alpha[alpha.sum(axis=1) == 0] = np.nan
+        return csr_matrix(alpha) if sparse else alpha
+
+    def tree(chunk, Qc, margins):
+        nb = _tree.Neighbours(Qc, train, kernel, margins, (1.0,))
+        row, col, b, _ = _tree.log_kernel_entries(Qc, train, kernel, *nb.at(1.0), fallback)
+        b += train.log_w[col]
+        r = np.full(len(Qc), -np.inf)
+        np.maximum.at(r, row, b)
+        e = np.exp(b - np.where(np.isfinite(r), r, 0.0)[row])
+        e /= np.bincount(row, weights=e, minlength=len(Qc))[row]
+        alpha = csr_matrix((e, (row, col)), shape=(len(Qc), n))
+        if not sparse:
+            alpha = alpha.toarray()
+            alpha[~np.isfinite(r)] = np.nan
+        elif (~np.isfinite(r)).any():
+            alpha = alpha.tolil()
+            alpha[np.flatnonzero(~np.isfinite(r))] = np.nan
+            alpha = alpha.tocsr()
+        return alpha
+
+    if sparse:
+        blocks = run_chunks(Q, train, kernel, options, dense=dense, tree=tree)
+        A = sparse_vstack(blocks, format="csr") if blocks else csr_matrix((0, n))
+        return A if train.inverse is None else A[:, train.inverse]
+    A = run_chunks(Q, train, kernel, options, dense=dense, tree=tree, out=np.empty((m, n)))
+    return train.to_caller(A, axis=1)
+
+
+def _check_dense_fits(m: int, n: int, options: Options) -> None:
+    workers, mib = budget(options)
+    need = m * n * 8 / 2**20
+    if need > workers * mib:
+        raise MemoryError(
+            f"The dense attention matrix of {m} queries x {n} training points needs "
+            f"{need:,.0f} MiB, more than working_memory ({workers * mib:,.0f} MiB). Pass "
+            "sparse=True for a CSR matrix of the non-zero weights, predict fewer queries at "
+            "a time, or raise the budget with sklearn.config_context(working_memory=...)."
+        )
+
+
+class LeaveOneOut:
+    """The protocol between a fitted estimator and ``BandwidthSearchCV``.
+
+    A fitted estimator's ``_leave_one_out()`` returns an object with this
+    interface, and the search uses nothing else of the estimator's private
+    state.  A new estimator class (another smoother) serves the search by
+    returning an object of its own with the same three members:
+
+    * ``targets``: (n, k) array, caller order: what the leave-one-out
+      predictions estimate (targets, or one-hot labels);
+    * ``predictions(factors, n_jobs)``: (F, n, k) closed-form leave-one-out
+      predictions at bandwidths ``factor * bandwidth_`` (caller order);
+    * ``loss_grad(log_factors, rows, loss_fn, row_weights)``: the
+      leave-one-out loss at training ``rows`` for the bandwidths
+      ``exp(log_factors) * bandwidth_`` and its gradient in ``log_factors``
+      (``loss_fn(P, rows) -> (losses, dloss/dP)``).
+
+    This one serves the Nadaraya–Watson estimators: its predictions are
+    :func:`loo_pool`, its gradient :func:`loo_loss_grad`.
+    """
+
+    def __init__(self, train: TrainSet, kernel: Kernel, fallback: str, rtol: float):
+        self.train, self.kernel, self.fallback, self.rtol = train, kernel, fallback, rtol
+        self.targets = train.to_caller(train.values)
+
+    def predictions(self, factors, n_jobs=None) -> np.ndarray:
+        """Leave-one-out predictions at every training point, per bandwidth multiple."""
+        options = Options(rtol=self.rtol, n_jobs=n_jobs)
+        return loo_pool(self.train, self.kernel, factors, fallback=self.fallback, options=options)
+
+    def loss_grad(
+        self,
+        log_factors: np.ndarray,
+        rows: np.ndarray,
+        loss_fn: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
+        row_weights: np.ndarray,
+    ) -> tuple[float, np.ndarray]:
+        """Leave-one-out loss and gradient at bandwidths ``exp(log_factors) * bandwidth_``."""
+        train = self.train.rescaled(np.exp(log_factors))
+        return loo_loss_grad(train, self.kernel, rows, loss_fn, row_weights)

@@ -1,0 +1,85 @@
+"""The rule of ``algorithm="auto"``, with its measured constants, in one place."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._kernels import Kernel
+from ._chunks import single_threaded_blas
+from ._dense import _EPS, MAX_GEMM_ERROR, sq_distances
+from ._train import TrainSet
+from ._tree import log_margin
+
+# Crossovers measured on the project's 2-core machine over 240 configurations
+# (d in 1..12, n in 1e3..1e5, epanechnikov and gaussian, 1-10% of the data per
+# neighbourhood): benchmarks/bench_trees.py, table in docs/benchmarks.md.  With
+# these rules no configuration was more than 1.5x slower than the better of
+# brute and tree.
+# The smallest n measured: below it brute force takes well under a millisecond
+# per thousand queries, whatever a tree would save.
+_TREE_MIN_SAMPLES = 1_000
+# A tree pays while a query's neighbourhood (the kernel's support, or the
+# truncation radius of an infinite-support kernel) holds at most this share of
+# the data; the share shrinks with the dimension, and beyond 12 features (not
+# measured) a radius query visits most leaves.
+_TREE_MAX_FRACTION = {5: 0.15, 8: 0.07, 12: 0.03}
+# Ball trees beat KD-trees in 236 of the 240 configurations (median 1.29x).
+_TREE = "ball_tree"
+# Probe: queries from this many training rows, against at most this many keys.
+_PROBE_ROWS = 64
+_PROBE_KEYS = 16_384
+
+
+def neighbour_fraction(X: np.ndarray, log_w: np.ndarray, kernel: Kernel, rtol: float) -> float:
+    """Mean share of the training set inside a query's tree-path radius.
+
+    Probed by brute force from up to 64 evenly spaced training rows taken as
+    queries (each leaving itself out, as a fresh query would) against at most
+    16,384 evenly spaced training rows, so the probe's memory is bounded.
+    """
+    n = len(X)
+    keys = np.unique(np.linspace(0, n - 1, min(_PROBE_KEYS, n)).astype(np.intp))
+    rows = keys[np.unique(np.linspace(0, len(keys) - 1, min(_PROBE_ROWS, n)).astype(np.intp))]
+    train = TrainSet(X[keys])
+    with single_threaded_blas():
+        S = sq_distances(X[rows] - train.center, train, kernel)
+    S[np.arange(len(rows)), np.searchsorted(keys, rows)] = np.inf
+    if kernel.compact:
+        radius_sq = np.full(len(rows), kernel.support**2)
+    else:
+        level = kernel.log_profile(S.min(axis=1)) + log_margin(log_w, rtol)
+        radius_sq = kernel.log_profile_inverse(level)
+    return float(np.mean(S <= radius_sq[:, None]))
+
+
+def _folds(X: np.ndarray, kernel: Kernel) -> bool:
+    """Whether brute force will take the folded single-GEMM path (``_dense.FoldedKeys``).
+
+    Queries are not known at fit: the 99th percentile of the training norms
+    stands for theirs.  Folded, brute force costs about 2 ns per pair, so it
+    wins over a tree for every neighbourhood size measured.
+    """
+    if kernel.log_slope is None or not len(X):
+        return False
+    centred = X - X.mean(axis=0)
+    sq_norms = np.einsum("ij,ij->i", centred, centred)
+    typical = float(np.percentile(sq_norms, 99))
+    error = abs(kernel.log_slope) * (X.shape[1] + 2) * _EPS
+    return error * (float(sq_norms.max()) + typical) <= MAX_GEMM_ERROR
+
+
+def choose_algorithm(X: np.ndarray, log_w: np.ndarray, kernel: Kernel, rtol: float) -> str:
+    """Resolve algorithm="auto" for bandwidth-scaled training inputs ``X``.
+
+    Brute force below 1,000 points, above 12 features, when the Gaussian
+    folds into one GEMM, or when a query's neighbourhood holds more than a
+    dimension-dependent share of the data (15% up to 5 features, 7% up to 8,
+    3% up to 12); a ball tree otherwise.
+    """
+    n, d = X.shape
+    limits = [share for max_d, share in _TREE_MAX_FRACTION.items() if d <= max_d]
+    if n < _TREE_MIN_SAMPLES or not limits or _folds(X, kernel):
+        return "brute"
+    if neighbour_fraction(X, log_w, kernel, rtol) > limits[0]:
+        return "brute"
+    return _TREE

@@ -1,0 +1,144 @@
+"""Chunks of queries: the memory budget, worker threads and the BLAS thread limit.
+
+A *chunk* is a set of consecutive query rows whose temporaries fit the
+budget; the operations map a function over the chunks, in threads when
+``n_jobs`` asks for them, and never hold an (m, n) matrix at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from joblib import Parallel, delayed, effective_n_jobs
+from sklearn import get_config
+from sklearn.utils import gen_even_slices
+from threadpoolctl import ThreadpoolController
+
+__all__ = ["Options", "budget", "chunk_rows", "map_chunks", "single_threaded_blas"]
+
+
+@dataclass(frozen=True)
+class Options:
+    """How an operation runs, never what it computes (beyond ``rtol``).
+
+    Attributes
+    ----------
+    rtol : float
+        Tree path, infinite-support kernels: the mass left outside each
+        query's search radius is at most ``rtol`` times the mass inside.
+    n_jobs : int or None
+        Worker threads over chunks of queries (joblib's convention).
+    working_memory : float or None
+        Budget in MiB for the temporaries of all workers together; None reads
+        ``sklearn.get_config()["working_memory"]``.
+    """
+
+    rtol: float = 1e-16
+    n_jobs: int | None = None
+    working_memory: float | None = None
+
+
+def budget(options: Options) -> tuple[int, float]:
+    """Worker count and the memory budget of each, in MiB."""
+    workers = effective_n_jobs(options.n_jobs)
+    working_memory = options.working_memory
+    if working_memory is None:
+        working_memory = get_config()["working_memory"]
+    return workers, working_memory / workers
+
+
+def chunk_rows(row_bytes: float, budget_mib: float) -> int:
+    """Rows whose temporaries of ``row_bytes`` each fit ``budget_mib`` (at least 1).
+
+    scikit-learn's ``get_chunk_n_rows`` formula, kept here because that
+    function is private to scikit-learn.
+    """
+    rows = int(budget_mib * 2**20 // max(row_bytes, 1))
+    if rows < 1:
+        warnings.warn(
+            "Could not adhere to working_memory config. "
+            f"Currently {budget_mib:.0f}MiB, {np.ceil(row_bytes * 2**-20):.0f}MiB required.",
+            UserWarning,
+            stacklevel=3,
+        )
+    return max(rows, 1)
+
+
+def map_chunks(
+    fn: Callable[[slice, np.ndarray], object],
+    Q: np.ndarray | None,
+    train,
+    rows: int,
+    workers: int,
+    out: np.ndarray | None = None,
+) -> list | np.ndarray:
+    """Apply ``fn(chunk, Q[chunk] - center)`` over chunks of ``rows`` queries, in threads.
+
+    ``Q=None`` queries the (already centred) stored training points
+    themselves.  The results fill ``out[chunk]`` if given, else come back as a
+    list in order.  BLAS runs single-threaded inside: the products of a chunk
+    are thin (inner dimension d + 2) and short, and BLAS threads would spin
+    against the exponential pass and against our own worker threads.
+    """
+    m = train.n_samples if Q is None else Q.shape[0]
+    slices = [slice(start, min(start + rows, m)) for start in range(0, m, rows)]
+    results = [None] * len(slices)
+
+    def run(indices):
+        for i in indices:
+            chunk = slices[i]
+            Qc = train.X[chunk] if Q is None else Q[chunk] - train.center
+            results[i] = fn(chunk, Qc)
+            if out is not None:
+                out[chunk] = results[i]
+                results[i] = None
+
+    workers = min(workers, len(slices))
+    with single_threaded_blas():
+        if workers <= 1:
+            run(range(len(slices)))
+        else:
+            batches = [range(len(slices))[s] for s in gen_even_slices(len(slices), workers)]
+            # run() fills shared arrays: threads, whatever the active joblib backend.
+            Parallel(n_jobs=workers, prefer="threads", require="sharedmem")(
+                delayed(run)(b) for b in batches
+            )
+    return results if out is None else out
+
+
+@functools.cache
+def _blas_controller() -> ThreadpoolController:
+    """One controller for the process (building one scans the loaded libraries)."""
+    return ThreadpoolController()
+
+
+# The BLAS thread count is process-wide.  Calls that overlap (predict from several
+# user threads) must not each set and restore it: a call starting while another
+# holds the limit would record 1 as the "original" count and restore it for good,
+# leaving BLAS single-threaded for the rest of the process.  Only the call that
+# finds no limit in place sets it, and restores it when it leaves.
+_blas_lock = threading.Lock()
+_blas_limited = [False]
+
+
+@contextlib.contextmanager
+def single_threaded_blas():
+    """Limit BLAS to one thread inside, once per process (nested calls pass through)."""
+    with _blas_lock:
+        first = not _blas_limited[0]
+        _blas_limited[0] = True
+    if not first:
+        yield
+        return
+    try:
+        with _blas_controller().limit(limits=1, user_api="blas"):
+            yield
+    finally:
+        with _blas_lock:
+            _blas_limited[0] = False

@@ -1,0 +1,294 @@
+"""The one primitive: kernel-weighted moment sums, on every backend.
+
+For each query ``q``, bandwidth factor ``f``, power ``p`` and group ``g``
+(all rows when the sums are not grouped), with ``u_i = |q - x_i| / (f h)``:
+
+``S[q, f, p, g] = sum_{i in g} w_i K(u_i)^p [V_i, 1]``
+
+(the last column is the plain sum of weights).  ``p = 1`` gives pooling and
+class sums, ``p = 2`` the ``sum w K^2`` of standard errors; columns of ``V``
+such as ``[y, x - q, (x - q) y]`` give local polynomial moments; the
+leave-one-out variant drops training row ``i`` from the sums of query ``i``
+*by index* (a duplicate of the point still counts).  Every other operation of
+the engine is a thin layer over this one, or (attention weights) over the same
+per-chunk kernel blocks before their reduction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._kernels import Kernel
+from . import _dense, _tree
+from ._chunks import Options, budget, map_chunks
+from ._train import TrainSet
+
+
+@dataclass(frozen=True)
+class KernelSums:
+    """The sums in a safe form: ``S = exp(p * shift + log_scale) * scaled * value_scale``.
+
+    Attributes
+    ----------
+    shift : ndarray of shape (m, n_factors)
+        A per-query offset of ``log K`` (the largest ``log K`` of the row on
+        the log-space paths, 0 on the linear ones).  Ratios of sums of one
+        power do not depend on it, and relative log sums leave it out, so a
+        query far from every point (``log K ~ -1e30``) loses no precision.
+    log_scale : ndarray of shape (m, n_factors, n_powers, n_groups)
+        ``-inf`` where the sum of weights is exactly 0 (a compact kernel
+        with no point in its support and ``fallback="nan"``).
+    scaled : ndarray of shape (m, n_factors, n_powers, n_groups, k + 1)
+        Finite, with the weight sum (last column) at most ``n``: ratios of
+        columns never overflow or underflow.
+    value_scale : ndarray of shape (k + 1,)
+        Powers of two the value columns were divided by (1 for the last).
+    """
+
+    shift: np.ndarray
+    log_scale: np.ndarray
+    scaled: np.ndarray
+    value_scale: np.ndarray
+
+    def ratios(self) -> np.ndarray:
+        """Pooled values ``S[..., :k] / S[..., k]`` of power 1, group 0: (m, n_factors, k).
+
+        NaN where the sum of weights is exactly 0 (``fallback="nan"``).
+        """
+        sums = self.scaled[:, :, 0, 0]
+        den = sums[..., -1:]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            pooled = sums[..., :-1] / np.where(den > 0, den, np.nan)
+        return pooled * self.value_scale[:-1]
+
+
+def unit_values(V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``V / scale`` with ``|V / scale| <= 2`` per column, and the ``scale``.
+
+    The sums add up to n terms with weights ``<= 1`` before they are
+    normalised: values near the float64 maximum would overflow to inf.
+    Powers of two scale exactly, so results are otherwise unchanged.
+    """
+    V = np.asarray(V, dtype=np.float64)
+    _, exponent = np.frexp(np.abs(V).max(axis=0, initial=0.0))
+    scale = np.ldexp(1.0, exponent - 1)
+    return V / scale, scale
+
+
+class _Plan:
+    """What every chunk of one :func:`kernel_sums` call shares."""
+
+    def __init__(self, train, kernel, V, powers, factors, grouped, loo, fallback):
+        self.train, self.kernel, self.V = train, kernel, V
+        self.powers, self.factors, self.loo, self.fallback = powers, factors, loo, fallback
+        self.starts = train.starts if grouped else np.zeros(1, dtype=np.intp)
+        self.groups = train.group_of_row if grouped else None
+        positive = train.log_w[np.isfinite(train.log_w)]
+        self.lw_max = float(positive.max()) if positive.size else 0.0
+        self.shape = (len(factors), len(powers), len(self.starts), V.shape[1] + 1)
+        slope = kernel.log_slope
+        # The folded / chained exp sums: the Gaussian on the brute path, ungrouped.
+        self.slopes = None
+        if slope is not None and not train.trees and not grouped and V.shape[1] >= 1:
+            self.slopes = np.array([p * slope / f**2 for f in factors for p in powers])
+            if not loo and len(factors) == 1 and factors[0] == 1.0:
+                self.folded = _dense.FoldedKeys(train, V, list(self.slopes))
+            else:
+                self.folded = None
+                self.XT = np.ascontiguousarray(train.X.T)
+                self.offset = _dense.shifted_log_weights(train.log_w)
+        self.linear = kernel.compact and not grouped and bool(train.trees)
+        if self.linear:  # compact kernels on trees sum in linear space (see _tree_sums)
+            self.w = np.exp(_dense.shifted_log_weights(train.log_w))
+
+    def empty(self, m: int):
+        F, P, G, k1 = self.shape
+        return np.zeros((m, F)), np.empty((m, F, P, G)), np.empty((m, F, P, G, k1))
+
+    def fast_sums(self, Qc, own):
+        """``(m, F, P, k + 1)`` sums from the folded GEMM or the chained exps, or None."""
+        if self.slopes is None:
+            return None
+        m = len(Qc)
+        if self.folded is not None:
+            sums = self.folded.sums(Qc)
+        else:
+            unique, inverse = np.unique(self.slopes, return_inverse=True)
+            sums = _dense.exp_sums_slopes(
+                Qc, self.train, self.XT, self.V, unique, self.offset, own, self.kernel
+            )[:, inverse]
+        return None if sums is None else sums.reshape(m, *self.shape[:2], -1)
+
+    def log_space(self, rows_out, f, b, shift, row=None, col=None):
+        """Fill the sums of one factor from log-kernel terms ``b`` (dense, or COO entries)."""
+        sh, ls, sc = rows_out
+        sh[:, f] = shift
+        for t, p in enumerate(self.powers):
+            if row is None:
+                T = b + self.train.log_w if p == 1 else p * b + self.train.log_w
+                r, scaled = _dense.block_sums(T, self.V, self.starts)
+            else:
+                T = (b if p == 1 else p * b) + self.train.log_w[col]
+                G = len(self.starts)
+                r, scaled = _tree.entry_sums(row, col, T, self.V, self.groups, G, len(shift))
+            ls[:, f, t], sc[:, f, t] = r, scaled
+
+
+def _dense_sums(plan: _Plan, chunk: slice, Qc: np.ndarray):
+    train, kernel = plan.train, plan.kernel
+    m = len(Qc)
+    own = np.arange(chunk.start, chunk.stop) if plan.loo else None
+    out = plan.empty(m)
+    fast = plan.fast_sums(Qc, own)
+    S = None
+    for f, factor in enumerate(plan.factors):
+        redo = np.arange(m)
+        if fast is not None:
+            out[2][:, f, :, 0], out[1][:, f, :, 0] = fast[:, f], plan.lw_max
+            redo = np.flatnonzero((fast[:, f, :, -1] < _dense.UNDERFLOW).any(axis=1))
+        if not redo.size:
+            continue
+        if S is None:
+            S = _dense.sq_distances(Qc, train, kernel)
+        S_r = S if redo.size == m else S[redo]
+        S_r = S_r / factor**2 if factor != 1.0 else S_r
+        ex = None if own is None else own[redo]
+        b, shift = _dense.log_kernel_block(S_r, train.log_w, kernel, plan.fallback, ex)
+        part = plan.empty(len(redo))
+        plan.log_space(part, f, b, shift)
+        for whole, piece in zip(out, part, strict=True):
+            whole[redo, f] = piece[:, f]
+    return out
+
+
+def _tree_sums(plan: _Plan, chunk: slice, Qc: np.ndarray, margins):
+    """Compute the sums of one chunk on the tree path.
+
+    Compact kernels sum in linear space first: ``K <= 1`` and weights scaled
+    to at most 1 cannot overflow, and a row whose sum underflows (or is
+    empty) is redone in log space.  Saves the log, the row maxima and the exp
+    per neighbour (measured: a sixth of a tree predict at n = 1e6).
+    """
+    train, kernel, m = plan.train, plan.kernel, len(Qc)
+    own = np.arange(chunk.start, chunk.stop) if plan.loo else None
+    nb = _tree.Neighbours(Qc, train, kernel, margins, plan.factors, own)
+    out = plan.empty(m)
+    for f, factor in enumerate(plan.factors):
+        row, col, s = nb.at(factor)
+        redo = np.arange(m)
+        if plan.linear:
+            K = kernel.profile(s)
+            for t, p in enumerate(plan.powers):
+                e = (K if p == 1 else K**p) * np.take(plan.w, col)
+                out[2][:, f, t, 0] = _tree.coo_sums(row, col, e, plan.V, m)
+            out[1][:, f] = plan.lw_max
+            redo = np.flatnonzero((out[2][:, f, :, 0, -1] < _dense.UNDERFLOW).any(axis=1))
+        if not redo.size:
+            continue
+        if redo.size < m:
+            where = np.full(m, -1)
+            where[redo] = np.arange(redo.size)
+            keep = where[row] >= 0
+            row, col, s = where[row[keep]], col[keep], s[keep]
+        ex = None if own is None else own[redo]
+        row, col, b, shift = _tree.log_kernel_entries(
+            Qc[redo], train, kernel, row, col, s, plan.fallback, ex
+        )
+        part = plan.empty(len(redo))
+        plan.log_space(part, f, b, shift, row, col)
+        for whole, piece in zip(out, part, strict=True):
+            whole[redo, f] = piece[:, f]
+    return out
+
+
+def run_chunks(Q, train: TrainSet, kernel: Kernel, options: Options, *, dense, tree,
+               out=None, factor: float = 1.0):  # fmt: skip
+    """Map ``dense(chunk, Qc)`` or ``tree(chunk, Qc, margins)`` over query chunks.
+
+    The one dispatch between the tree and the brute-force paths: chunk sizes
+    come from the memory budget, for trees from the neighbour counts of a
+    probe of the queries (at bandwidth multiple ``factor``, the widest used).
+    """
+    workers, mib = budget(options)
+    if not train.trees:
+        rows = _dense.dense_chunk_rows(train.n_samples, mib)
+        return map_chunks(dense, Q, train, rows, workers, out)
+    margins = _tree.margins(train, options.rtol)
+    source = train.X if Q is None else Q
+    probe = source[:: max(1, len(source) // _tree.PROBE_QUERIES)][: _tree.PROBE_QUERIES]
+    probe = probe if Q is None else probe - train.center
+    rows = _tree.tree_chunk_rows(probe, train, kernel, margins, mib, factor)
+    return map_chunks(lambda c, Qc: tree(c, Qc, margins), Q, train, rows, workers, out)
+
+
+def kernel_sums(
+    Q: np.ndarray | None,
+    train: TrainSet,
+    kernel: Kernel,
+    *,
+    values: np.ndarray | None = None,
+    powers: tuple[int, ...] = (1,),
+    factors: tuple[float, ...] | np.ndarray = (1.0,),
+    grouped: bool = False,
+    loo: bool = False,
+    fallback: str = "nearest",
+    options: Options = Options(),  # noqa: B008 - frozen
+) -> KernelSums:
+    """Compute the moment sums ``S[q, f, p, g]`` (module docstring) in a safe form.
+
+    The result is a :class:`KernelSums`.
+
+    Parameters
+    ----------
+    Q : ndarray of shape (m, d) or None
+        Bandwidth-scaled queries; None queries the training points themselves
+        (rows of the result in the caller's training order).
+    train : TrainSet
+        The training side (inputs, log weights, values, groups).
+    kernel : Kernel
+        The kernel record.
+    values : ndarray of shape (n, k), default=None
+        Value columns in the caller's row order; None uses ``train.values``.
+    powers : tuple of int, default=(1,)
+        Powers ``p`` of the kernel.
+    factors : sequence of float, default=(1.0,)
+        Bandwidth multiples ``f``; the distances of a chunk serve them all.
+    grouped : bool, default=False
+        One sum per group of ``train`` (each with its own log scale), or one
+        over every row.
+    loo : bool, default=False
+        With ``Q=None``: drop each training row from its own sums, by index.
+    fallback : {"nearest", "nan"}, default="nearest"
+        Queries with no point of positive weight inside a compact kernel's
+        support: the nearest point(s) count with ``K = 1`` (the ``h -> 0``
+        limit), or every sum is 0.
+    options : Options
+        rtol, n_jobs, working_memory.
+    """
+    if values is None:
+        V = train.values
+    else:
+        V = train.to_stored(np.asarray(values).reshape(train.n_samples, -1))
+    V, scale = unit_values(V)
+    factors = tuple(float(f) for f in factors)
+    plan = _Plan(train, kernel, V, tuple(powers), factors, grouped, loo, fallback)
+    m = train.n_samples if Q is None else len(Q)
+    shift, log_scale, scaled = plan.empty(m)
+    parts = run_chunks(
+        Q, train, kernel, options,
+        dense=lambda c, Qc: _dense_sums(plan, c, Qc),
+        tree=lambda c, Qc, margins: _tree_sums(plan, c, Qc, margins),
+        factor=max(factors),
+    )  # fmt: skip
+    for chunk_result, start in zip(parts, _starts(parts), strict=True):
+        stop = start + len(chunk_result[0])
+        shift[start:stop], log_scale[start:stop], scaled[start:stop] = chunk_result
+    if Q is None:
+        shift, log_scale, scaled = (train.to_caller(a) for a in (shift, log_scale, scaled))
+    return KernelSums(shift, log_scale, scaled, np.append(scale, 1.0))
+
+
+def _starts(parts) -> list[int]:
+    return list(np.cumsum([0] + [len(p[0]) for p in parts])[:-1])

@@ -1,0 +1,202 @@
+"""The tree path: each query's neighbourhood from scikit-learn's KD/Ball trees, as COO entries.
+
+A chunk of queries becomes ``(row, col, s)`` entries, one per (query,
+stored training point) pair inside the query's search radius, ``s`` the
+squared scaled distance.  The radius is the kernel's support for compact
+kernels (exact).  For infinite support it is chosen per query and per tree
+(group) from the query's nearest neighbour in that tree and the tree's
+margin (:func:`margins`): the mass left outside is at most ``rtol`` times
+the mass inside, so a pooled value moves by at most ``rtol * (max - min)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import logsumexp
+
+from .._kernels import Kernel
+
+# Bytes per neighbour on the tree path: index, row id, squared distance, log
+# weight, weight (8 each) and the COO sums' temporaries, plus the two gathered
+# rows of d features (query and training point) of the distance computation.
+_BYTES_PER_NEIGHBOUR = 64
+_BYTES_PER_NEIGHBOUR_FEATURE = 16
+# Queries whose neighbour counts size the tree path's chunks.
+PROBE_QUERIES = 256
+_MAX_TREE_CHUNK = 4096
+
+
+def margins(train, rtol: float) -> list[float]:
+    """Per tree, ``log(rtol) + log(smallest weight) - log(total weight)`` of its points.
+
+    Everything of a tree outside radius ``r`` weighs at most ``W K(r^2)`` (``W``
+    its total weight) and its included mass is at least the nearest point's own
+    term ``w_min K(s_nn)``: stopping where ``log K(r^2) = log K(s_nn) + margin``
+    keeps the excluded mass below ``rtol`` times the included one, tree by tree
+    (so each class of the classifier keeps its own log-probability).
+    """
+    return [log_margin(train.log_w[t.rows], rtol) for t in train.trees]
+
+
+def log_margin(log_w: np.ndarray, rtol: float) -> float:
+    """``log(rtol) + log(smallest positive weight) - log(total weight)`` of these points."""
+    positive = log_w[np.isfinite(log_w)]
+    with np.errstate(divide="ignore"):
+        return float(np.log(rtol) + positive.min() - logsumexp(positive))
+
+
+def radius(d_nn, kernel: Kernel, margin: float, factor: float = 1.0) -> np.ndarray:
+    """Search radius per query at bandwidth ``factor`` times the tree's, from ``d_nn``.
+
+    ``d_nn`` is each query's distance to its nearest point of the tree (inf
+    if none); the radius grows with ``factor``, so the widest factor's
+    neighbourhood holds every narrower one's.
+    """
+    if kernel.compact:
+        return np.full(len(d_nn), factor * kernel.support)
+    if margin == -np.inf:  # rtol = 0: every point
+        return np.full(len(d_nn), np.inf)
+    s_nn = np.where(np.isfinite(d_nn), d_nn / factor, 0.0) ** 2
+    level = kernel.log_profile(s_nn) + margin
+    r = factor * np.sqrt(kernel.log_profile_inverse(level))
+    # Far from every point (s_nn >> |margin|) the margin is lost to rounding
+    # and the radius is d_nn itself, which query_radius may round below the
+    # nearest point's distance: always reach a hair past the nearest point.
+    return np.maximum(r, np.where(np.isfinite(d_nn), d_nn * (1 + 1e-9), 0.0))
+
+
+def _concat(parts):
+    return tuple(np.concatenate(column) for column in zip(*parts, strict=True))
+
+
+def pair_sq_distances(Q: np.ndarray, X: np.ndarray, row: np.ndarray, col: np.ndarray):
+    """``|Q[row] - X[col]|^2`` per pair, by direct differences.
+
+    ``np.take`` along axis 0 gathers whole rows (one cache miss per training
+    point, and measured 2.5x faster than fancy indexing ``X[col]``).
+    """
+    diff = np.take(Q, row, axis=0)
+    diff -= np.take(X, col, axis=0)
+    return np.einsum("ij,ij->i", diff, diff)
+
+
+class Neighbours:
+    """Every stored point within each query's radius at the widest bandwidth factor.
+
+    One radius query per tree serves every factor: :meth:`at` keeps the
+    entries inside a narrower factor's own radius and rescales ``s``.
+    """
+
+    def __init__(self, Q, train, kernel, tree_margins, factors, exclude=None):
+        self.kernel, self.margins, self.m = kernel, tree_margins, len(Q)
+        widest = float(np.max(factors))
+        need_nn = not kernel.compact
+        self.d_nn = [t.nearest(Q, exclude) if need_nn else None for t in train.trees]
+        parts = []
+        for t, (tree, margin) in enumerate(zip(train.trees, tree_margins, strict=True)):
+            r = radius(self.d_nn[t] if need_nn else np.zeros(len(Q)), kernel, margin, widest)
+            row, col = tree.within(Q, r)
+            parts.append((row, col, np.full(len(row), t, dtype=np.intp)))
+        row, col, tree_of = _concat(parts) if parts else (np.empty(0, np.intp),) * 3
+        if exclude is not None:
+            keep = col != exclude[row]
+            row, col, tree_of = row[keep], col[keep], tree_of[keep]
+        self.row, self.col, self.tree_of, self.widest = row, col, tree_of, widest
+        self.s = pair_sq_distances(Q, train.X, row, col)
+
+    def at(self, factor: float):
+        """``(row, col, s / factor^2)`` of the entries inside the radius at ``factor``."""
+        if factor == self.widest:
+            return self.row, self.col, self.s / (factor * factor)
+        limits = np.stack([
+            radius(d if d is not None else np.zeros(self.m), self.kernel, margin, factor) ** 2
+            for d, margin in zip(self.d_nn, self.margins, strict=True)
+        ])  # fmt: skip
+        keep = self.s <= limits[self.tree_of, self.row]
+        return self.row[keep], self.col[keep], self.s[keep] / (factor * factor)
+
+
+def nearest_entries(Q, train, exclude=None):
+    """``(row, col)`` of each query's nearest stored point(s) of positive weight (ties: all).
+
+    The ``h -> 0`` limit that ``fallback="nearest"`` gives a query whose
+    compact-kernel support holds no point.
+    """
+    d_nn = np.min([tree.nearest(Q, exclude) for tree in train.trees], axis=0)
+    found = np.isfinite(d_nn)
+    # query and query_radius may round a distance differently: search a hair
+    # wider, then keep the points at the smallest distance returned.
+    r = np.where(found, d_nn * (1 + 1e-9) + 1e-300, 0.0)
+    row, col = _concat([tree.within(Q, r) for tree in train.trees])
+    sq = pair_sq_distances(Q, train.X, row, col)
+    if exclude is not None:
+        sq[col == exclude[row]] = np.inf
+    nearest = np.full(len(Q), np.inf)
+    np.minimum.at(nearest, row, sq)
+    tie = (sq == nearest[row]) & np.isfinite(sq)
+    return row[tie], col[tie]
+
+
+def log_kernel_entries(Q, train, kernel, row, col, s, fallback, exclude=None):
+    """COO form of :func:`skl_nw._engine._dense.log_kernel_block`: ``(row, col, b, shift)``.
+
+    Tree entries are all of positive weight, so the shift is each row's
+    largest ``log K``; empty rows get their nearest point(s) with ``b = 0``
+    under ``fallback="nearest"``.
+    """
+    m = len(Q)
+    b = kernel.log_profile(s)
+    shift = np.full(m, -np.inf)
+    np.maximum.at(shift, row, b)
+    empty = np.flatnonzero(~np.isfinite(shift))
+    shift[empty] = 0.0
+    b -= shift[row]
+    if empty.size and fallback == "nearest":
+        e_row, e_col = nearest_entries(Q[empty], train, None if exclude is None else exclude[empty])
+        row = np.concatenate([row, empty[e_row]])
+        col = np.concatenate([col, e_col])
+        b = np.concatenate([b, np.zeros(len(e_col))])
+    return row, col, b, shift
+
+
+def entry_sums(row, col, t, V, groups, n_groups, m):
+    """:func:`skl_nw._engine._dense.block_sums` from COO entries ``t`` (log terms).
+
+    Straight from the entries with bincount: building a sparse matrix would
+    sort them first (measured: a tenth of a tree predict at n = 1e6).
+    """
+    key = row if n_groups == 1 else row * n_groups + groups[col]
+    r = np.full(m * n_groups, -np.inf)
+    np.maximum.at(r, key, t)
+    e = np.exp(t - np.where(np.isfinite(r), r, 0.0)[key])
+    scaled = coo_sums(key, col, e, V, m * n_groups)
+    return r.reshape(m, n_groups), scaled.reshape(m, n_groups, -1)
+
+
+def coo_sums(row, col, e, V, m):
+    """Return ``[sum e V, sum e]`` per row from COO entries.
+
+    A bincount of no entries at all comes back as integers, hence the cast.
+    """
+    Vc = np.take(V, col, axis=0)
+    columns = [np.bincount(row, weights=e * Vc[:, j], minlength=m) for j in range(V.shape[1])]
+    columns.append(np.bincount(row, weights=e, minlength=m))
+    return np.column_stack(columns).astype(np.float64, copy=False)
+
+
+def tree_chunk_rows(probe, train, kernel, tree_margins, budget_mib, factor=1.0) -> int:
+    """Rows per tree chunk: the probed neighbour count fills at most half the budget.
+
+    The probe only counts (``query_radius(count_only=True)``: no neighbour
+    lists).  A chunk of queries with many more neighbours than the probe can
+    exceed the budget; it never holds more than ``rows * n_active`` entries.
+    """
+    count = 0
+    for tree, margin in zip(train.trees, tree_margins, strict=True):
+        d_nn = None if kernel.compact else tree.nearest(probe, None)
+        r = radius(np.zeros(len(probe)) if d_nn is None else d_nn, kernel, margin, factor)
+        count += tree.tree.query_radius(probe, r, count_only=True).sum()
+    mean_count = max(count / max(len(probe), 1), 1.0)
+    per_neighbour = _BYTES_PER_NEIGHBOUR + _BYTES_PER_NEIGHBOUR_FEATURE * train.X.shape[1]
+    entries = budget_mib * 2**20 / per_neighbour / 2
+    return int(np.clip(entries / mean_count, 1, _MAX_TREE_CHUNK))
