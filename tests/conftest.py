@@ -1,12 +1,20 @@
-"""Shared test helpers: a naive oracle written once, straight from the formulas."""
+"""Shared test helpers: the one naive oracle, written once, straight from the formulas.
+
+Nothing here imports skl_nw.  The reference values of the tests come from
+these functions: dense (m, n) matrices of direct differences, linear space
+unless a name says otherwise, the leave-one-out point removed by index, and
+explicit refits of an estimator (``refit_loo``).
+"""
 
 import tracemalloc
 import zlib
 
 import numpy as np
 import pytest
+from scipy.special import logsumexp
+from sklearn.base import clone
 
-# The profiles K(u) of the issue, written independently of skl_nw._kernels.
+# The profiles K(u), u = ||(q - x) / h||, of the issue, written independently of skl_nw._kernels.
 PROFILES = {
     "gaussian": lambda u: np.exp(-(u**2) / 2),
     "tophat": lambda u: (u < 1).astype(float),
@@ -15,29 +23,220 @@ PROFILES = {
     "linear": lambda u: np.maximum(1 - u, 0),
     "cosine": lambda u: np.cos(np.pi * u / 2) * (u < 1),
 }
+# log K(u) of the infinite-support kernels, for sums whose terms underflow.
+LOG_PROFILES = {"gaussian": lambda u: -(u**2) / 2, "exponential": lambda u: -u}
 ALIASES = {"boxcar": "tophat", "triangular": "linear"}
 
 
-def naive_weights(X_train, X_query, bandwidth, kernel, sample_weight=None):
-    """Dense (m, n) attention weights by the textbook formula, in linear space.
+# dK/ds as functions of s = u^2, written from the profiles above (0 outside the support).
+PROFILE_DERIVATIVES = {
+    "gaussian": lambda s: -0.5 * np.exp(-s / 2),
+    "tophat": lambda s: np.zeros_like(s),
+    "epanechnikov": lambda s: -1.0 * (s < 1),
+    "exponential": lambda s: -np.exp(-np.sqrt(s)) / (2 * np.sqrt(s)),
+    "linear": lambda s: -1.0 / (2 * np.sqrt(s)) * (s < 1),
+    "cosine": lambda s: -np.sin(np.pi * np.sqrt(s) / 2) * np.pi / (4 * np.sqrt(s)) * (s < 1),
+}
 
-    Only valid where the kernel sums do not underflow (moderate bandwidths).
+
+def naive_moment_sums(X_train, X_query, bandwidth, kernel, power, V, sample_weight=None):
+    """``sum_i w_i K(u_i)^p [V_i, 1]`` per query (``p = "ds"``: ``dK/ds``, 0 at ``s = 0``)."""
+    name = ALIASES.get(kernel, kernel)
+    s = scaled_distances(X_train, X_query, bandwidth) ** 2
+    if power == "ds":
+        with np.errstate(divide="ignore", invalid="ignore"):
+            K = np.where(s == 0, 0.0, PROFILE_DERIVATIVES[name](s))
+    else:
+        K = PROFILES[name](np.sqrt(s)) ** power
+    w = np.ones(len(X_train)) if sample_weight is None else np.asarray(sample_weight, float)
+    E = K * w[None, :]
+    return np.column_stack([E @ V, E.sum(axis=1)])
+
+
+def log_weights(w):
+    """``log w`` with ``log 0 = -inf`` (no warning): sample weights in log space."""
+    with np.errstate(divide="ignore"):
+        return np.log(np.asarray(w, dtype=float))
+
+
+def onehot(y, classes):
+    """(n, k) indicator matrix: 1.0 where ``y[i] == classes[c]``."""
+    return (np.asarray(y)[:, None] == np.asarray(classes)[None, :]).astype(float)
+
+
+def scaled_distances(X_train, X_query, bandwidth):
+    """Dense (m, n) ``u = ||(q - x_i) / h||``, by direct differences (exact at any offset).
+
+    ``bandwidth`` is a scalar or one value per feature.
     """
     X_train = np.asarray(X_train, float)
     X_query = np.asarray(X_query, float)
     h = np.broadcast_to(np.asarray(bandwidth, float), (X_train.shape[1],))
-    u = np.sqrt((((X_query[:, None, :] - X_train[None, :, :]) / h) ** 2).sum(-1))
-    K = PROFILES[ALIASES.get(kernel, kernel)](u)
+    return np.sqrt((((X_query[:, None, :] - X_train[None, :, :]) / h) ** 2).sum(-1))
+
+
+def naive_weights(X_train, X_query, bandwidth, kernel, sample_weight=None):
+    """Dense (m, n) attention weights ``w_i K(u_i) / sum_j w_j K(u_j)``, in linear space.
+
+    Only valid where the kernel sums do not underflow (moderate bandwidths); a
+    query with no point inside a compact support gets a row of NaN (0 / 0).
+    """
+    K = PROFILES[ALIASES.get(kernel, kernel)](scaled_distances(X_train, X_query, bandwidth))
     if sample_weight is not None:
         K = K * np.asarray(sample_weight, float)[None, :]
     return K / K.sum(axis=1, keepdims=True)
 
 
 def naive_predict(X_train, y_train, X_query, bandwidth, kernel="gaussian", sample_weight=None):
-    """Nadaraya–Watson prediction by the textbook formula."""
+    """Nadaraya–Watson prediction ``sum_i alpha_i y_i`` with the weights of ``naive_weights``."""
     return naive_weights(X_train, X_query, bandwidth, kernel, sample_weight) @ np.asarray(
         y_train, float
     )
+
+
+def softmax_weights(X_train, X_query, bandwidth, kernel, sample_weight=None):
+    """The weights of ``naive_weights`` as a softmax of ``log w_i + log K(u_i)``.
+
+    Infinite-support kernels only (``LOG_PROFILES``); exact where the linear-space
+    formula gives 0 / 0 (queries many bandwidths from every training point).
+    """
+    logits = LOG_PROFILES[kernel](scaled_distances(X_train, X_query, bandwidth))
+    if sample_weight is not None:
+        logits = log_weights(sample_weight)[None, :] + logits
+    return np.exp(logits - logsumexp(logits, axis=1, keepdims=True))
+
+
+def nearest_weights(X_train, X_query, bandwidth=1.0, sample_weight=None):
+    """The h -> 0 limit of the weights, i.e. a compact kernel's nearest-point fallback.
+
+    Each row shares the weight among the positive-weight training point(s)
+    nearest to the query (in ``u``), in proportion to their sample weights.
+    """
+    u = scaled_distances(X_train, X_query, bandwidth)
+    w = np.ones(u.shape[1]) if sample_weight is None else np.asarray(sample_weight, float)
+    u[:, w == 0] = np.inf
+    W = np.where(u == u.min(axis=1, keepdims=True), w[None, :], 0.0)
+    return W / W.sum(axis=1, keepdims=True)
+
+
+def naive_loo_weights(X, bandwidth, kernel="gaussian", sample_weight=None):
+    """Dense (n, n) leave-one-out weights: row i is ``naive_weights`` of ``x_i`` without row i.
+
+    The point is removed by its index (a zero diagonal), never by its zero
+    distance: an exact duplicate of ``x_i`` keeps its weight.
+    """
+    K = PROFILES[ALIASES.get(kernel, kernel)](scaled_distances(X, X, bandwidth))
+    if sample_weight is not None:
+        K = K * np.asarray(sample_weight, float)[None, :]
+    np.fill_diagonal(K, 0.0)
+    return K / K.sum(axis=1, keepdims=True)
+
+
+def naive_loo_predict(X, y, bandwidth, kernel="gaussian", sample_weight=None):
+    """Leave-one-out Nadaraya–Watson predictions with the weights of ``naive_loo_weights``."""
+    return naive_loo_weights(X, bandwidth, kernel, sample_weight) @ np.asarray(y, float)
+
+
+def naive_class_proba(
+    X_train,
+    y_train,
+    X_query,
+    bandwidth,
+    kernel="gaussian",
+    sample_weight=None,
+    classes=None,
+    priors=None,
+):
+    """Parzen class probabilities ``p_c ∝ pi_c sum_{y_i = c} w_i K(u_i) / W_c``, linear space.
+
+    ``W_c`` is the total weight of class c; with the empirical priors
+    ``pi_c = W_c / W`` (``priors=None``) this is ``naive_weights @ onehot(y)``.
+    ``classes`` defaults to the sorted labels.
+    """
+    classes = np.unique(y_train) if classes is None else classes
+    Y = onehot(y_train, classes)
+    P = naive_weights(X_train, X_query, bandwidth, kernel, sample_weight) @ Y
+    if priors is None:
+        return P
+    w = np.ones(len(Y)) if sample_weight is None else np.asarray(sample_weight, float)
+    P = P * (np.asarray(priors, float) / (w @ Y))
+    return P / P.sum(axis=1, keepdims=True)
+
+
+def naive_log_class_proba(
+    X_train,
+    y_train,
+    X_query,
+    bandwidth,
+    kernel="gaussian",
+    sample_weight=None,
+    classes=None,
+    priors=None,
+):
+    """``log naive_class_proba`` in log space: finite where a class's linear sum underflows.
+
+    Per class, the log-sum-exp of ``log w_i + log K(u_i)`` (infinite-support
+    kernels only, ``LOG_PROFILES``), plus ``log pi_c - log W_c`` with priors.
+    """
+    y_train = np.asarray(y_train)
+    classes = np.unique(y_train) if classes is None else np.asarray(classes)
+    w = np.ones(len(y_train)) if sample_weight is None else np.asarray(sample_weight, float)
+    u = scaled_distances(X_train, X_query, bandwidth)
+    a = log_weights(w)[None, :] + LOG_PROFILES[kernel](u)
+    L = np.column_stack([logsumexp(a[:, y_train == c], axis=1) for c in classes])
+    if priors is not None:
+        W = np.array([w[y_train == c].sum() for c in classes])
+        L = L + np.log(priors) - np.log(W)
+    return L - logsumexp(L, axis=1, keepdims=True)
+
+
+def naive_rule_of_thumb(X, rule="scott", sample_weight=None):
+    """Per-feature ``min(std, IQR / 1.349) * factor``, the factor Scott's or Silverman's.
+
+    Scott: ``n^(-1 / (d + 4))``; Silverman: ``(n (d + 2) / 4)^(-1 / (d + 4))``.
+    Frequency weights: ``n = sum(w)``, weighted std and inverted-CDF quantiles.
+    A feature of zero spread (among the rows of positive weight) gets a scale of 1.0.
+    """
+    X = np.asarray(X, float)
+    d = X.shape[1]
+    w = sample_weight
+    n = len(X) if w is None else np.sum(w)
+    mean = np.average(X, axis=0, weights=w)
+    std = np.sqrt(np.average((X - mean) ** 2, axis=0, weights=w))
+    q25, q75 = np.percentile(X, [25, 75], axis=0, weights=w, method="inverted_cdf")
+    scale = np.minimum(std, (q75 - q25) / 1.349)
+    support = X if w is None else X[np.asarray(w) > 0]
+    scale[np.ptp(support, axis=0) == 0] = 1.0
+    if rule == "scott":
+        factor = n ** (-1.0 / (d + 4))
+    else:
+        factor = (n * (d + 2) / 4.0) ** (-1.0 / (d + 4))
+    return scale * factor
+
+
+def refit_loo(
+    estimator, X, y, sample_weight=None, method="predict", groups=None, classes=None, rows=None
+):
+    """Leave-one-out by explicit refits: ``method`` at ``x_i`` of ``estimator`` fitted without i.
+
+    Each refit is a clone fitted on the other rows (``groups``: without every
+    row of i's group).  ``classes`` (sorted) aligns ``predict_proba`` columns
+    with them, 0 for a class absent from a refit; ``rows`` limits the rows left out.
+    """
+    X, y = np.asarray(X), np.asarray(y)
+    groups = np.arange(len(X)) if groups is None else np.asarray(groups)
+    out = []
+    for i in range(len(X)) if rows is None else rows:
+        keep = groups != groups[i]
+        w = None if sample_weight is None else np.asarray(sample_weight)[keep]
+        fitted = clone(estimator).fit(X[keep], y[keep], sample_weight=w)
+        result = getattr(fitted, method)(X[i : i + 1])[0]
+        if classes is not None:
+            aligned = np.zeros(len(classes))
+            aligned[np.searchsorted(classes, fitted.classes_)] = result
+            result = aligned
+        out.append(result)
+    return np.array(out)
 
 
 def traced_peak(fn):

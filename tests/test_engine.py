@@ -14,7 +14,17 @@ from numpy.testing import assert_allclose
 from scipy.special import logsumexp
 from sklearn import config_context
 
-from conftest import PROFILES, naive_predict, naive_weights, traced_peak
+from conftest import (
+    LOG_PROFILES,
+    PROFILES,
+    log_weights,
+    naive_predict,
+    naive_weights,
+    nearest_weights,
+    scaled_distances,
+    softmax_weights,
+    traced_peak,
+)
 from skl_nw import NadarayaWatsonRegressor
 from skl_nw._engine import Options, attention, class_log_sums, pool, prepare_train
 from skl_nw._kernels import KERNELS, kernel_names
@@ -22,14 +32,7 @@ from skl_nw._kernels import KERNELS, kernel_names
 NAMES = kernel_names()
 COMPACT = [name for name in NAMES if np.isfinite(KERNELS[name].support)]
 INFINITE = [name for name in NAMES if not np.isfinite(KERNELS[name].support)]
-# log K(u) of the infinite-support kernels, for sums whose terms underflow.
-LOG_PROFILES = {"gaussian": lambda u: -(u**2) / 2, "exponential": lambda u: -u}
 TINY_BUDGET = "ignore:Could not adhere to working_memory config"
-
-
-def log_weights(w):
-    with np.errstate(divide="ignore"):
-        return np.log(np.asarray(w, dtype=float))
 
 
 def _groups(starts, n):
@@ -255,9 +258,7 @@ def test_queries_where_every_weight_underflows(rng, kernel, d):
     direction = rng.normal(size=(m, d))
     direction /= np.linalg.norm(direction, axis=1, keepdims=True)
     Q = np.linspace(20, 45, m)[:, None] * direction
-    u = np.sqrt(((Q[:, None] - X[None]) ** 2).sum(-1))
-    logits = np.log(w) + LOG_PROFILES[kernel](u)
-    alpha = np.exp(logits - logsumexp(logits, axis=1, keepdims=True))
+    alpha = softmax_weights(X, Q, 1.0, kernel, w)
 
     train = prepare_train(X, log_w=np.log(w), values=V)
     P = pool(Q, train, KERNELS[kernel])
@@ -288,17 +289,6 @@ def test_finite_inputs_give_finite_outputs(rng, kernel, scale, h):
 
 # --------------------------------------------------------------------------
 # Compact kernels: queries with no training point inside the support
-
-
-def direct_nearest_mean(X, Q, y, w):
-    """Weighted mean target of the nearest positive-weight training point(s), in a loop."""
-    out = []
-    for q in Q:
-        d2 = ((X - q) ** 2).sum(axis=1)
-        d2[w == 0] = np.inf
-        tied = d2 == d2.min()
-        out.append((w[tied, None] * y[tied]).sum(axis=0) / w[tied].sum())
-    return np.array(out)
 
 
 @pytest.mark.parametrize("kernel", COMPACT)
@@ -346,14 +336,15 @@ def test_fallback_random(rng, kernel, d):
     w = rng.uniform(0.5, 2.0, size=n)
     w[rng.choice(n, 10, replace=False)] = 0.0
     Q = np.vstack([3 * rng.normal(size=(m, d)), near_queries(rng, X, 10, h, w)])
-    u = np.sqrt((((Q[:, None] - X[None]) / h) ** 2).sum(-1))
+    u = scaled_distances(X, Q, h)
     has_support = ((u < 1) & (w > 0)).any(axis=1)
     assert (~has_support).sum() >= 10 and has_support.sum() >= 10
 
     # Nearest: the weighted mean target of the nearest positive-weight point(s).
     reg = NadarayaWatsonRegressor(bandwidth=h, kernel=kernel).fit(X, y, sample_weight=w)
     pred = reg.predict(Q)
-    assert_allclose(pred[~has_support], direct_nearest_mean(X, Q[~has_support], y, w), rtol=1e-12)
+    nearest = nearest_weights(X, Q[~has_support], h, w) @ y
+    assert_allclose(pred[~has_support], nearest, rtol=1e-12)
     expected_inside = naive_predict(X, y, Q[has_support], h, kernel, w)
     assert_allclose(pred[has_support], expected_inside, rtol=1e-10, atol=1e-12)
 
@@ -376,8 +367,7 @@ def test_fallback_random(rng, kernel, d):
 
 
 def naive_group_sums(X, Q, h, kernel, w, starts):
-    u = np.sqrt((((Q[:, None] - X[None]) / h) ** 2).sum(-1))
-    K = PROFILES[kernel](u) * w
+    K = PROFILES[kernel](scaled_distances(X, Q, h)) * w
     return np.add.reduceat(K, starts, axis=1)
 
 
@@ -421,8 +411,7 @@ def test_log_group_sums_far_group_stays_finite(rng, kernel):
     L = class_log_sums(Q, train, KERNELS[kernel])
     assert np.all(np.isfinite(L))
 
-    u = np.sqrt(((Q[:, None] - X[None]) ** 2).sum(-1))
-    log_terms = np.log(w) + LOG_PROFILES[kernel](u)
+    log_terms = np.log(w) + LOG_PROFILES[kernel](scaled_distances(X, Q, 1.0))
     expected = np.column_stack(
         [logsumexp(log_terms[:, :n0], axis=1), logsumexp(log_terms[:, n0:], axis=1)]
     )

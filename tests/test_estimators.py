@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy import sparse
-from scipy.special import logsumexp, softmax
 from sklearn import config_context
 from sklearn.datasets import load_breast_cancer, load_diabetes, load_iris
 from sklearn.exceptions import NotFittedError
@@ -25,36 +24,25 @@ from sklearn.neighbors import KernelDensity
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from conftest import PROFILES, naive_predict, naive_weights
+from conftest import (
+    ALIASES,
+    PROFILES,
+    naive_class_proba,
+    naive_log_class_proba,
+    naive_predict,
+    naive_rule_of_thumb,
+    naive_weights,
+    nearest_weights,
+    onehot,
+    scaled_distances,
+    softmax_weights,
+)
 from skl_nw import KERNELS, NadarayaWatsonRegressor, ParzenClassifier, rule_of_thumb
 
 ALL_KERNELS = sorted(KERNELS)  # canonical names and aliases
 CANONICAL = sorted(PROFILES)
 COMPACT = ["cosine", "epanechnikov", "linear", "tophat"]
-ALIASES = {"boxcar": "tophat", "triangular": "linear"}
 ALGORITHMS = ["auto", "brute", "kd_tree", "ball_tree"]
-
-
-def _scaled_distances(X_train, X_query, h):
-    """``u = ||(q - x_i) / h||`` for every query and training point, by direct differences."""
-    h = np.broadcast_to(np.asarray(h, float), (X_train.shape[1],))
-    return np.sqrt((((X_query[:, None, :] - X_train[None, :, :]) / h) ** 2).sum(-1))
-
-
-def _scott_silverman(X, rule):
-    """Per-feature rule of thumb, written from the formula."""
-    n, d = X.shape
-    q25, q75 = np.percentile(X, [25, 75], axis=0, method="inverted_cdf")
-    scale = np.minimum(np.std(X, axis=0), (q75 - q25) / 1.349)
-    if rule == "scott":
-        factor = n ** (-1.0 / (d + 4))
-    else:
-        factor = (n * (d + 2) / 4.0) ** (-1.0 / (d + 4))
-    return scale * factor
-
-
-def _onehot(y_enc, k):
-    return np.eye(k)[y_enc]
 
 
 def _regression_data(rng, n=60, d=3):
@@ -244,7 +232,7 @@ def test_rule_of_thumb_matches_the_formula(rng, rule):
             rng.uniform(0, 0.01, size=n),
         ]
     )
-    expected = _scott_silverman(X, rule)
+    expected = naive_rule_of_thumb(X, rule)
     assert expected.min() > 0
     assert_allclose(rule_of_thumb(X, rule), expected, rtol=1e-12)
     y = X[:, 0]
@@ -279,7 +267,7 @@ def test_constant_feature_gets_a_finite_positive_bandwidth(rng, rule):
     reg = NadarayaWatsonRegressor(bandwidth=rule).fit(Xc, y)
     h = reg.bandwidth_
     assert np.all(np.isfinite(h)) and np.all(h > 0)
-    assert_allclose(rule_of_thumb(Xc, rule)[:3], _scott_silverman(Xc, rule)[:3], rtol=1e-12)
+    assert_allclose(rule_of_thumb(Xc, rule)[:3], naive_rule_of_thumb(Xc, rule)[:3], rtol=1e-12)
     got = reg.predict(Q)
     assert np.all(np.isfinite(got))
     # A constant feature shifts every squared distance of a query equally, so the
@@ -303,7 +291,7 @@ def test_parzen_equals_regressor_on_one_hot_labels(rng, kernel):
     Q = rng.normal(scale=2.5, size=(30, 2))
     clf = ParzenClassifier(bandwidth=h, kernel=kernel).fit(X, labels, sample_weight=w)
     reg = NadarayaWatsonRegressor(bandwidth=h, kernel=kernel)
-    expected = reg.fit(X, np.eye(3)[y], sample_weight=w).predict(Q)
+    expected = reg.fit(X, onehot(y, [0, 1, 2]), sample_weight=w).predict(Q)
     assert_array_equal(clf.classes_, [-4, 2, 9])
     assert_allclose(clf.predict_proba(Q), expected, rtol=1e-10, atol=1e-12)
 
@@ -312,8 +300,8 @@ def _gaussian_class_density(X_c, Q, h, weights=None):
     """Parzen density of one class: ``sum_i w_i N(q; x_i, diag(h^2)) / sum_i w_i``."""
     h = np.asarray(h, float)
     weights = np.ones(len(X_c)) if weights is None else weights
-    u2 = _scaled_distances(X_c, Q, h) ** 2
-    kernel = np.exp(-u2 / 2) / ((2 * np.pi) ** (Q.shape[1] / 2) * np.prod(h))
+    kernel = PROFILES["gaussian"](scaled_distances(X_c, Q, h))
+    kernel = kernel / ((2 * np.pi) ** (Q.shape[1] / 2) * np.prod(h))
     return kernel @ weights / weights.sum()
 
 
@@ -361,11 +349,8 @@ def test_priors_formula_by_hand(rng, kernel):
     h = np.array([3.0, 4.0])  # wide enough for every query to see every class
     Q = X[rng.permutation(len(X))[:20]] + rng.normal(scale=0.5, size=(20, 2))
 
-    u = _scaled_distances(X, Q, h)
-    K = PROFILES[kernel](u) * w
-    num = np.column_stack([priors[c] * K[:, y == c].sum(1) / w[y == c].sum() for c in range(3)])
-    assert np.all(num.sum(1) > 0)
-    expected = num / num.sum(1, keepdims=True)
+    expected = naive_class_proba(X, y, Q, h, kernel, w, priors=priors)
+    assert np.all(np.isfinite(expected))  # every query sees some class: no 0 / 0
 
     clf = ParzenClassifier(bandwidth=h, kernel=kernel, priors=priors).fit(X, y, sample_weight=w)
     assert_allclose(clf.class_prior_, priors)
@@ -384,12 +369,7 @@ def test_log_proba_of_a_far_class_is_finite(rng, priors):
     w = rng.uniform(0.5, 2.0, 40)
     Q = np.array([[-1.0], [0.0], [1.0], [2.5]])
 
-    a = np.log(w) - (Q - X.T) ** 2 / 2  # log w_i K(u_i), h = 1
-    L = np.column_stack([logsumexp(a[:, y == c], axis=1) for c in (0, 1)])
-    if priors is not None:
-        W = np.array([w[y == 0].sum(), w[y == 1].sum()])
-        L = L + np.log(priors) - np.log(W)
-    expected = L - logsumexp(L, axis=1, keepdims=True)
+    expected = naive_log_class_proba(X, y, Q, 1.0, "gaussian", w, priors=priors)
     assert np.all(expected[:, 1] < -1000)  # exp underflows to 0 in float64
 
     clf = ParzenClassifier(bandwidth=1.0, priors=priors).fit(X, y, sample_weight=w)
@@ -423,7 +403,7 @@ def test_string_labels(rng):
     clf_i = ParzenClassifier(bandwidth=1.0).fit(X, y)
     assert_array_equal(clf_s.classes_, names)
     assert_allclose(clf_s.predict_proba(Q), clf_i.predict_proba(Q), rtol=1e-12)
-    expected = names[np.argmax(naive_weights(X, Q, 1.0, "gaussian") @ _onehot(y, 3), axis=1)]
+    expected = names[np.argmax(naive_class_proba(X, y, Q, 1.0), axis=1)]
     assert_array_equal(clf_s.predict(Q), expected)
     assert clf_s.predict(Q).dtype.kind == "U"
 
@@ -435,7 +415,7 @@ def test_multiclass_matches_the_oracle(rng, kernel):
     h = np.array([2.0, 2.5])
     Q = X[:25] + rng.normal(scale=0.3, size=(25, 2))
     clf = ParzenClassifier(bandwidth=h, kernel=kernel).fit(X, y, sample_weight=w)
-    expected = naive_weights(X, Q, h, kernel, w) @ _onehot(y, 4)
+    expected = naive_class_proba(X, y, Q, h, kernel, w)
     assert_allclose(clf.predict_proba(Q), expected, rtol=1e-10, atol=1e-12)
     assert_array_equal(clf.predict(Q), np.argmax(expected, axis=1))
     assert clf.score(X, y) > 0.5
@@ -453,7 +433,7 @@ def test_classifier_attention_weights_pool_one_hot_labels(rng, priors, kernel):
     assert A.shape == (20, len(X))
     assert np.all(A >= 0)
     assert_allclose(A.sum(1), 1.0, rtol=1e-12)
-    assert_allclose(A @ _onehot(y, 3), clf.predict_proba(Q), rtol=1e-10, atol=1e-12)
+    assert_allclose(A @ onehot(y, [0, 1, 2]), clf.predict_proba(Q), rtol=1e-10, atol=1e-12)
     if priors is None:  # columns in training order: the oracle's weights
         assert_allclose(A, naive_weights(X, Q, 2.5, kernel, w), rtol=1e-10, atol=1e-14)
 
@@ -491,12 +471,12 @@ def test_far_queries_with_compact_kernels(rng, kernel):
     X = rng.uniform(0, 1, size=(30, 2))
     y = rng.normal(size=30)
     Q = np.array([[50.0, 50.0], [-30.0, 0.5], [0.5, 0.5]])
-    nearest = np.argmin(_scaled_distances(X, Q, 1.0), axis=1)
+    nearest = nearest_weights(X, Q[:2]) @ y
     inside = naive_predict(X, y, Q[2:], 0.2, kernel)
 
     got = NadarayaWatsonRegressor(bandwidth=0.2, kernel=kernel).fit(X, y).predict(Q)
     assert np.all(np.isfinite(got))
-    assert_allclose(got[:2], y[nearest[:2]], rtol=1e-12)
+    assert_allclose(got[:2], nearest, rtol=1e-12)
     assert_allclose(got[2:], inside, rtol=1e-10)
 
     reg = NadarayaWatsonRegressor(bandwidth=0.2, kernel=kernel, fallback="nan").fit(X, y)
@@ -513,9 +493,7 @@ def test_far_queries_with_infinite_support_stay_finite(rng, kernel):
     X = rng.uniform(0, 1, size=(30, 2))
     y = rng.normal(size=30)
     Q = np.array([[50.0, 50.0], [-30.0, 0.5], [0.0, 200.0]])
-    u = _scaled_distances(X, Q, 0.05)
-    log_k = -(u**2) / 2 if kernel == "gaussian" else -u
-    expected = softmax(log_k, axis=1) @ y  # stable reference; linear space gives 0 / 0
+    expected = softmax_weights(X, Q, 0.05, kernel) @ y  # stable; linear space gives 0 / 0
     got = NadarayaWatsonRegressor(bandwidth=0.05, kernel=kernel).fit(X, y).predict(Q)
     assert np.all(np.isfinite(got))
     assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
@@ -548,7 +526,7 @@ def test_data_far_from_the_origin(rng, d):
     assert_allclose(got, naive_predict(X, y, Q, h), rtol=1e-8, atol=1e-10)
     labels = (y > 0).astype(int)
     clf = ParzenClassifier(bandwidth=4 * h, kernel="epanechnikov").fit(X, labels)
-    expected = naive_weights(X, Q, 4 * h, "epanechnikov") @ _onehot(labels, 2)
+    expected = naive_class_proba(X, labels, Q, 4 * h, "epanechnikov")
     assert np.all(np.isfinite(expected))  # every query has points inside the support
     assert_allclose(clf.predict_proba(Q), expected, rtol=1e-8, atol=1e-10)
 
@@ -587,7 +565,7 @@ def _well_conditioned(X, Q, h, kernel):
     """
     if ALIASES.get(kernel, kernel) not in COMPACT:
         return True
-    u = _scaled_distances(X, Q, h)
+    u = scaled_distances(X, Q, h)
     if np.any(np.abs(u - 1.0) < 1e-6):
         return False
     for row in u:

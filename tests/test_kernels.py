@@ -1,7 +1,8 @@
 """The kernel records against the formulas of the spec, scipy and scikit-learn.
 
 Every test is parametrised over the registry, so a new kernel is tested as
-soon as it is registered (and fails until its spec formulas are added here).
+soon as it is registered (and fails until its spec formulas are added here and
+its profile to ``conftest.PROFILES``).
 """
 
 import pickle
@@ -14,50 +15,23 @@ from scipy.special import gamma, logsumexp
 from sklearn.neighbors import KernelDensity
 from sklearn.neighbors._kde import VALID_KERNELS as SKLEARN_KERNELS
 
+from conftest import LOG_PROFILES, PROFILES, scaled_distances
 from skl_nw._kernels import KERNELS, Kernel, get_kernel, kernel_names
 
 NAMES = kernel_names()
 DIMENSIONS = [1, 2, 3, 4, 5, 6]
 
-# The spec, written in u = ||(x - x_i) / h||, independently of skl_nw._kernels:
-# (profile K(u), compact support of radius 1?, analytic dK/ds with s = u**2 for u > 0).
+# The spec, written in u = ||(x - x_i) / h||, independently of skl_nw._kernels: the
+# profile K(u) is conftest.PROFILES (log K(u) for infinite support: conftest.LOG_PROFILES);
+# here (compact support of radius 1?, analytic dK/ds with s = u**2 for u > 0).
 SPEC = {
-    "gaussian": (
-        lambda u: np.exp(-(u**2) / 2),
-        False,
-        lambda u: -0.5 * np.exp(-(u**2) / 2),
-    ),
-    "tophat": (
-        lambda u: np.where(u < 1, 1.0, 0.0),
-        True,
-        lambda u: np.zeros_like(u),
-    ),
-    "epanechnikov": (
-        lambda u: np.maximum(1 - u**2, 0.0),
-        True,
-        lambda u: np.where(u < 1, -1.0, 0.0),
-    ),
-    "exponential": (
-        lambda u: np.exp(-u),
-        False,
-        # dK/ds = dK/du / (2u)
-        lambda u: -np.exp(-u) / (2 * u),
-    ),
-    "linear": (
-        lambda u: np.maximum(1 - u, 0.0),
-        True,
-        lambda u: np.where(u < 1, -1 / (2 * u), 0.0),
-    ),
-    "cosine": (
-        lambda u: np.cos(np.pi * u / 2) * (u < 1),
-        True,
-        lambda u: np.where(u < 1, -np.pi * np.sin(np.pi * u / 2) / (4 * u), 0.0),
-    ),
-}
-# log K(u) where K(u) underflows, for the kernels of infinite support.
-SPEC_LOG = {
-    "gaussian": lambda u: -(u**2) / 2,
-    "exponential": lambda u: -u,
+    "gaussian": (False, lambda u: -0.5 * np.exp(-(u**2) / 2)),
+    "tophat": (True, lambda u: np.zeros_like(u)),
+    "epanechnikov": (True, lambda u: np.where(u < 1, -1.0, 0.0)),
+    # dK/ds = dK/du / (2u)
+    "exponential": (False, lambda u: -np.exp(-u) / (2 * u)),
+    "linear": (True, lambda u: np.where(u < 1, -1 / (2 * u), 0.0)),
+    "cosine": (True, lambda u: np.where(u < 1, -np.pi * np.sin(np.pi * u / 2) / (4 * u), 0.0)),
 }
 # The limits of dK/ds as u -> 0+ (a kernel that is a function of u, not of u**2,
 # has an infinite slope in s at 0).
@@ -81,11 +55,11 @@ U_EDGE = np.array([np.nextafter(1.0, 0.0), np.nextafter(1.0, 2.0)])
 
 
 def spec_profile(name, u):
-    return SPEC[name][0](np.asarray(u, dtype=float))
+    return PROFILES[name](np.asarray(u, dtype=float))
 
 
 def spec_compact(name):
-    return SPEC[name][1]
+    return SPEC[name][0]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -128,7 +102,7 @@ def test_log_profile_support(name):
         # large, where the weight itself underflows to 0.
         u = np.sqrt(outside)
         assert np.all(np.isfinite(kernel.log_profile(outside)))
-        assert_allclose(kernel.log_profile(outside), SPEC_LOG[name](u), rtol=1e-12)
+        assert_allclose(kernel.log_profile(outside), LOG_PROFILES[name](u), rtol=1e-12)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -145,7 +119,7 @@ def test_never_nan(name):
 def test_derivative_matches_analytic(name):
     kernel = KERNELS[name]
     u = np.array([0.01, 0.125, 0.5, 0.75, 0.99, 1.01, 1.5, 2.0, 7.0])
-    assert_allclose(kernel.derivative(u**2), SPEC[name][2](u), rtol=1e-10, atol=1e-14)
+    assert_allclose(kernel.derivative(u**2), SPEC[name][1](u), rtol=1e-10, atol=1e-14)
     assert kernel.derivative(np.array([0.0]))[0] == pytest.approx(DERIVATIVE_AT_ZERO[name])
 
 
@@ -236,7 +210,7 @@ def test_density_matches_sklearn_kernel_density(name, d):
     X = rng.normal(size=(n, d))
     # Queries near training points, so that every density is positive.
     Q = X[rng.choice(n, m)] + 0.1 * rng.normal(size=(m, d))
-    s = (((Q[:, None, :] - X[None, :, :]) / h) ** 2).sum(axis=-1)
+    s = scaled_distances(X, Q, h) ** 2
     ours = logsumexp(kernel.log_profile(s), axis=1) - np.log(n) - d * np.log(h)
     ours += kernel.log_normalizer(d)
 

@@ -27,6 +27,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 from scipy import sparse
 from sklearn.exceptions import NotFittedError
 
+from conftest import onehot, refit_loo, scaled_distances
 from skl_nw import BandwidthSearchCV, NadarayaWatsonRegressor, ParzenClassifier
 from skl_nw._kernels import KERNELS, kernel_names
 
@@ -89,12 +90,6 @@ def problems(draw, min_n=1, max_n=12, weighted=True):
     return Problem(X, y, Q, h, w, kernel, algorithm)
 
 
-def _u(X, Q, h):
-    """Scaled distances ``||(q - x) / h||`` by direct differences."""
-    h = np.broadcast_to(np.asarray(h, float), (X.shape[1],))
-    return np.sqrt((((Q[:, None, :] - X[None, :, :]) / h) ** 2).sum(-1))
-
-
 def _stable(X, Q, h, kernel, active=None, leave_one_out=False):
     """Whether rounding cannot change which points a compact kernel weighs.
 
@@ -105,7 +100,7 @@ def _stable(X, Q, h, kernel, active=None, leave_one_out=False):
     if not KERNELS[kernel].compact:
         return True
     active = np.ones(len(X), bool) if active is None else active
-    u = _u(X, Q, h)
+    u = scaled_distances(X, Q, h)
     if leave_one_out:
         np.fill_diagonal(u, np.inf)
     u, X = u[:, active], X[active]
@@ -131,10 +126,6 @@ def _classifier(p, **params):
 
 def _dense(A):
     return A.toarray() if sparse.issparse(A) else np.asarray(A)
-
-
-def _onehot(labels, classes):
-    return (np.asarray(labels)[:, None] == np.asarray(classes)[None, :]).astype(float)
 
 
 # ---------------------------------------------------------------------------
@@ -167,7 +158,7 @@ def test_predictions_are_convex_combinations_of_the_targets(p, scale):
     assert np.all(proba >= 0)
     assert_allclose(proba.sum(axis=1), 1.0, atol=1e-12)
     A_clf = _dense(clf.attention_weights(p.Q))
-    assert_allclose(proba, A_clf @ _onehot(p.labels, clf.classes_), atol=1e-9)
+    assert_allclose(proba, A_clf @ onehot(p.labels, clf.classes_), atol=1e-9)
 
 
 @PROPERTY
@@ -242,7 +233,7 @@ def test_invariant_to_a_common_rescaling_of_inputs_queries_and_bandwidth(p, c):
 @PROPERTY
 @given(problems(min_n=2), st.data())
 def test_tiny_bandwidth_at_a_training_point_returns_its_target(p, data):
-    distance = np.sqrt(((p.X[:, None, :] - p.X[None, :, :]) ** 2).sum(-1))
+    distance = scaled_distances(p.X, p.X, 1.0)
     np.fill_diagonal(distance, np.inf)
     # Rows whose x is unique (1e-6 from any other) and that carry weight.
     candidates = np.flatnonzero(p.active & (distance.min(axis=1) > 1e-6))
@@ -254,7 +245,7 @@ def test_tiny_bandwidth_at_a_training_point_returns_its_target(p, data):
     assert_allclose(reg.predict(p.X[i : i + 1]), p.y[i : i + 1], rtol=1e-12, atol=1e-300)
     clf = _classifier(p, bandwidth=h)
     assert_array_equal(clf.predict(p.X[i : i + 1]), p.labels[i : i + 1])
-    expected = _onehot(p.labels[i : i + 1], clf.classes_)
+    expected = onehot(p.labels[i : i + 1], clf.classes_)
     assert_allclose(clf.predict_proba(p.X[i : i + 1]), expected, atol=1e-12)
 
 
@@ -295,22 +286,6 @@ def loo_problems(draw):
     return p, np.array(factors)
 
 
-def _refit_loo(make, X, y, w, labels=None):
-    """Leave-one-out predictions by refitting without each row in turn."""
-    out = []
-    for i in range(len(X)):
-        keep = np.arange(len(X)) != i
-        target = (y if labels is None else labels)[keep]
-        fitted = make().fit(X[keep], target, sample_weight=None if w is None else w[keep])
-        if labels is None:
-            out.append(fitted.predict(X[i : i + 1])[0])
-        else:  # probability of the row's own class; 0 if no other row has it
-            proba = fitted.predict_proba(X[i : i + 1])[0]
-            own = np.flatnonzero(fitted.classes_ == labels[i])
-            out.append(proba[own[0]] if own.size else 0.0)
-    return np.array(out)
-
-
 @PROPERTY
 @given(loo_problems())
 def test_closed_form_leave_one_out_equals_explicit_refits(problem):
@@ -322,12 +297,8 @@ def test_closed_form_leave_one_out_equals_explicit_refits(problem):
     P = reg._leave_one_out().predictions(factors)[:, :, 0]
     refits = []
     for t, f in enumerate(factors):
-        h = np.asarray(p.h) * f
-
-        def make(h=h):
-            return NadarayaWatsonRegressor(bandwidth=h, kernel=p.kernel, algorithm="brute")
-
-        refits.append(_refit_loo(make, p.X, p.y, p.w))
+        brute = NadarayaWatsonRegressor(np.asarray(p.h) * f, kernel=p.kernel, algorithm="brute")
+        refits.append(refit_loo(brute, p.X, p.y, p.w))
         assert_allclose(P[t], refits[t], rtol=1e-9, atol=p.tol())
 
     # Through the public search: distinct rows, no weights (the search merges
@@ -346,11 +317,10 @@ def test_closed_form_leave_one_out_equals_explicit_refits(problem):
                 ParzenClassifier(kernel=p.kernel, algorithm=p.algorithm), bandwidths=bandwidths
             ).fit(p.X, p.labels)
             for t, h in enumerate(bandwidths):
-
-                def make(h=h):
-                    return ParzenClassifier(bandwidth=h, kernel=p.kernel, algorithm="brute")
-
-                own = _refit_loo(make, p.X, p.y, None, labels=p.labels)
+                brute = ParzenClassifier(bandwidth=h, kernel=p.kernel, algorithm="brute")
+                proba = refit_loo(brute, p.X, p.labels, method="predict_proba", classes=classes)
+                # probability of the row's own class; 0 if no other row has it
+                own = proba[np.arange(len(p.X)), np.searchsorted(classes, p.labels)]
                 # The default log-loss clips probabilities to [eps, 1 - eps].
                 expected = np.mean(np.log(np.clip(own, EPS, 1 - EPS)))
                 assert_allclose(search.cv_results_["mean_test_score"][t], expected, rtol=1e-9)

@@ -25,12 +25,21 @@ import pytest
 import skops.io as sio
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy import sparse
-from scipy.special import softmax
 from sklearn import config_context
 from sklearn.utils import get_tags
 from threadpoolctl import threadpool_info
 
-from conftest import naive_predict, naive_weights, traced_peak
+from conftest import (
+    naive_class_proba,
+    naive_predict,
+    naive_rule_of_thumb,
+    naive_weights,
+    nearest_weights,
+    onehot,
+    refit_loo,
+    softmax_weights,
+    traced_peak,
+)
 from skl_nw import BandwidthSearchCV, NadarayaWatsonRegressor, ParzenClassifier, _engine
 from skl_nw._kernels import KERNELS, kernel_names
 
@@ -43,15 +52,6 @@ EPS = np.finfo(np.float64).eps
 
 def _dense(A):
     return A.toarray() if sparse.issparse(A) else np.asarray(A)
-
-
-def _onehot(labels, k):
-    return np.eye(k)[labels]
-
-
-def _nearest(X, Q):
-    """Index of the nearest training row of each query, by direct differences."""
-    return np.argmin(((Q[:, None, :] - X[None, :, :]) ** 2).sum(-1), axis=1)
 
 
 # ===========================================================================
@@ -76,7 +76,7 @@ def test_features_near_1e9_with_unit_bandwidth(rng, kernel, algorithm):
     assert_allclose(_dense(reg.attention_weights(Q)), naive_weights(Xc, Qc, 1.0, kernel), atol=1e-9)
     labels = (y > np.median(y)).astype(int)
     clf = ParzenClassifier(bandwidth=1.0, kernel=kernel, algorithm=algorithm).fit(X, labels)
-    expected_proba = naive_weights(Xc, Qc, 1.0, kernel) @ _onehot(labels, 2)
+    expected_proba = naive_class_proba(Xc, labels, Qc, 1.0, kernel)
     assert_allclose(clf.predict_proba(Q), expected_proba, atol=1e-9)
 
 
@@ -127,14 +127,7 @@ def test_bandwidth_search_with_targets_near_1e12(rng):
     bandwidths = [0.2, 0.5, 1.5]
     search = BandwidthSearchCV(NadarayaWatsonRegressor(), bandwidths=bandwidths).fit(X, y)
     for h, score in zip(bandwidths, search.cv_results_["mean_test_score"], strict=True):
-        loo = np.array(
-            [
-                NadarayaWatsonRegressor(bandwidth=h)
-                .fit(np.delete(X, i, 0), np.delete(y, i))
-                .predict(X[i : i + 1])[0]
-                for i in range(len(X))
-            ]
-        )
+        loo = refit_loo(NadarayaWatsonRegressor(bandwidth=h), X, y)
         assert_allclose(score, -np.mean((loo - y) ** 2), rtol=1e-9)
 
 
@@ -162,15 +155,16 @@ def test_bandwidth_1e_minus_12_gives_the_nearest_training_point(rng, kernel, alg
     y = rng.normal(size=40)
     labels = (y > 0).astype(int)
     Q = rng.uniform(0, 5, size=(25, 2))
-    nearest = _nearest(X, Q)
+    nearest = nearest_weights(X, Q)  # one 1.0 per row: no ties in random data
     reg = NadarayaWatsonRegressor(bandwidth=1e-12, kernel=kernel, algorithm=algorithm)
-    assert_allclose(reg.fit(X, y).predict(Q), y[nearest], rtol=1e-12)
+    assert_allclose(reg.fit(X, y).predict(Q), nearest @ y, rtol=1e-12)
     A = _dense(reg.attention_weights(Q))
-    assert_allclose(A, np.eye(40)[nearest], atol=1e-12)
+    assert_allclose(A, nearest, atol=1e-12)
     clf = ParzenClassifier(bandwidth=1e-12, kernel=kernel, algorithm=algorithm).fit(X, labels)
     # Each class's log-sum is ~ -1e24 here; the class of the nearest point must win.
-    assert_array_equal(clf.predict(Q), labels[nearest])
-    assert_allclose(clf.predict_proba(Q), _onehot(labels[nearest], 2), atol=1e-12)
+    nearest_class = nearest @ onehot(labels, [0, 1])
+    assert_array_equal(clf.predict(Q), np.argmax(nearest_class, axis=1))
+    assert_allclose(clf.predict_proba(Q), nearest_class, atol=1e-12)
 
 
 @pytest.mark.parametrize("algorithm", BACKENDS)
@@ -281,9 +275,7 @@ def test_constant_feature_changes_nothing(rng, kernel, algorithm, rule):
     w = rng.uniform(0.5, 2.0, size=n)
     weighted = NadarayaWatsonRegressor(bandwidth=rule, kernel=kernel, algorithm=algorithm)
     weighted.fit(X, y, sample_weight=w)
-    total, d = w.sum(), 2
-    factor = total ** (-1 / (d + 4)) if rule == "scott" else (total * (d + 2) / 4) ** (-1 / (d + 4))
-    assert_allclose(weighted.bandwidth_[1], 1.0 * factor, rtol=1e-12)
+    assert_allclose(weighted.bandwidth_[1], naive_rule_of_thumb(X, rule, w)[1], rtol=1e-12)
 
 
 @pytest.mark.parametrize("algorithm", BACKENDS)
@@ -330,16 +322,6 @@ def test_one_class(rng, kernel, algorithm):
     assert_array_equal(search.predict(Q), [7] * 6)
 
 
-def _refit_loo_proba(est, X, labels, classes):
-    """Leave-one-out class probabilities by explicit refits (0 for a class left out)."""
-    P = np.zeros((len(X), len(classes)))
-    for i in range(len(X)):
-        keep = np.arange(len(X)) != i
-        fitted = est.fit(X[keep], labels[keep])
-        P[i, np.searchsorted(classes, fitted.classes_)] = fitted.predict_proba(X[i : i + 1])[0]
-    return P
-
-
 @pytest.mark.parametrize("kernel", NAMES)
 def test_a_class_seen_once_in_leave_one_out(rng, kernel):
     X = rng.normal(size=(25, 2))
@@ -351,7 +333,8 @@ def test_a_class_seen_once_in_leave_one_out(rng, kernel):
     assert np.all(np.isfinite(scores))
     classes = np.array([0, 1, 2])
     for h, score in zip(bandwidths, scores, strict=True):
-        P = _refit_loo_proba(ParzenClassifier(bandwidth=h, kernel=kernel), X, labels, classes)
+        clf = ParzenClassifier(bandwidth=h, kernel=kernel)
+        P = refit_loo(clf, X, labels, method="predict_proba", classes=classes)
         # Left out, the singleton's class has probability 0: log-loss clipped at eps.
         assert P[-1, 2] == 0.0
         p = np.clip(P[np.arange(len(X)), labels], EPS, 1 - EPS)
@@ -370,14 +353,13 @@ def test_far_queries_for_every_kernel_on_every_backend(rng, kernel, algorithm, f
     labels = np.arange(30) % 3
     Q = np.array([[1e4, 1e4], [-1e4, 0.5], [0.5, 3e3]])
     h = 0.05
-    u = np.sqrt(((Q[:, None, :] - X[None, :, :]) ** 2).sum(-1)) / h  # direct differences
     if kernel in COMPACT:
-        expected = np.eye(30)[_nearest(X, Q)]  # the nearest point: the h -> 0 limit
+        expected = nearest_weights(X, Q, h)  # the nearest point: the h -> 0 limit
     else:
         # Every weight underflows in linear space; the log-space softmax does not.
         # (Far away the exponential kernel weighs distance *differences*, which
         # stay finite: it does not tend to the nearest point.)
-        expected = softmax(-0.5 * u**2 if kernel == "gaussian" else -u, axis=1)
+        expected = softmax_weights(X, Q, h, kernel)
     reg = NadarayaWatsonRegressor(
         bandwidth=h, kernel=kernel, algorithm=algorithm, fallback=fallback
     )
@@ -390,7 +372,7 @@ def test_far_queries_for_every_kernel_on_every_backend(rng, kernel, algorithm, f
         assert_allclose(pred, expected @ y, rtol=1e-9, atol=1e-12)
         assert_allclose(A, expected, atol=1e-9)
     clf = ParzenClassifier(bandwidth=h, kernel=kernel, algorithm=algorithm).fit(X, labels)
-    expected_proba = expected @ _onehot(labels, 3)
+    expected_proba = expected @ onehot(labels, [0, 1, 2])
     assert_array_equal(clf.predict(Q), np.argmax(expected_proba, axis=1))
     assert_allclose(clf.predict_proba(Q), expected_proba, atol=1e-9)
     # The losing classes' log-probabilities stay finite for infinite support.

@@ -18,7 +18,17 @@ from sklearn.metrics import log_loss, mean_absolute_error, mean_squared_error
 from sklearn.model_selection import GridSearchCV, KFold, LeaveOneOut
 from sklearn.neighbors import KNeighborsRegressor
 
-from conftest import PROFILES, naive_predict
+from conftest import log_weights as _log  # the short names of the engine calls below
+from conftest import (
+    naive_loo_predict,
+    naive_loo_weights,
+    naive_predict,
+    naive_rule_of_thumb,
+    nearest_weights,
+    refit_loo,
+    scaled_distances,
+)
+from conftest import onehot as _onehot
 from skl_nw import BandwidthSearchCV, NadarayaWatsonRegressor, ParzenClassifier
 from skl_nw._engine import loo_loss_grad, loo_pool, prepare_train
 from skl_nw._kernels import KERNELS, kernel_names
@@ -34,49 +44,8 @@ SMOOTH = [name for name in NAMES if name != "tophat"]
 # ---------------------------------------------------------------------------
 
 
-def _log(w):
-    with np.errstate(divide="ignore"):
-        return np.log(np.asarray(w, dtype=float))
-
-
-def _onehot(y, classes):
-    return (np.asarray(y)[:, None] == np.asarray(classes)[None, :]).astype(float)
-
-
-def _refit_loo(est, X, y, w=None, method="predict", groups=None):
-    """Explicit leave-one-out: refit without row i (or its whole group), query x_i."""
-    groups = np.arange(len(X)) if groups is None else np.asarray(groups)
-    out = []
-    for i in range(len(X)):
-        keep = groups != groups[i]
-        fitted = clone(est).fit(X[keep], y[keep], sample_weight=None if w is None else w[keep])
-        out.append(getattr(fitted, method)(X[i : i + 1])[0])
-    return np.array(out)
-
-
-def _naive_loo_attention(X, h, kernel="gaussian", w=None):
-    """Linear-space leave-one-out attention, the diagonal removed by index."""
-    h = np.broadcast_to(np.asarray(h, float), (X.shape[1],))
-    u = np.sqrt((((X[:, None, :] - X[None, :, :]) / h) ** 2).sum(-1))
-    K = PROFILES[kernel](u)
-    if w is not None:
-        K = K * np.asarray(w, float)[None, :]
-    np.fill_diagonal(K, 0.0)
-    return K / K.sum(axis=1, keepdims=True)
-
-
 def _naive_loo_mse(X, y, h, kernel="gaussian"):
-    return float(np.mean((_naive_loo_attention(X, h, kernel) @ y - y) ** 2))
-
-
-def _scott_silverman(X, rule="scott"):
-    """Per-feature rule of thumb, written from the formula."""
-    n, d = X.shape
-    q25, q75 = np.percentile(X, [25, 75], axis=0, method="inverted_cdf")
-    scale = np.minimum(np.std(X, axis=0), (q75 - q25) / 1.349)
-    if rule == "scott":
-        return scale * n ** (-1.0 / (d + 4))
-    return scale * (n * (d + 2) / 4.0) ** (-1.0 / (d + 4))
+    return float(np.mean((naive_loo_predict(X, y, h, kernel) - y) ** 2))
 
 
 def _loo_data(rng, n=24, k=None):
@@ -116,7 +85,7 @@ def test_loo_pool_equals_explicit_refits(rng, kernel, k, fallback):
     train = prepare_train(X / h, log_w=_log(w), values=V)
     P = loo_pool(train, KERNELS[kernel], np.ones(1), fallback=fallback)[0]
     est = NadarayaWatsonRegressor(bandwidth=h, kernel=kernel, fallback=fallback)
-    expected = _refit_loo(est, X, y, w).reshape(V.shape)
+    expected = refit_loo(est, X, y, w).reshape(V.shape)
     assert_allclose(P, expected, rtol=1e-10, atol=1e-10)
 
     n = len(X)
@@ -125,9 +94,9 @@ def test_loo_pool_equals_explicit_refits(rng, kernel, k, fallback):
         assert_allclose(P[n - 4], V[n - 3], rtol=1e-12)
         assert_allclose(P[n - 3], V[n - 4], rtol=1e-12)
         if fallback == "nearest":
-            d2 = ((X - X[n - 2]) ** 2 / h**2).sum(1)
-            d2[n - 2] = np.inf
-            assert_allclose(P[n - 2], V[np.argmin(d2)], rtol=1e-12)
+            others = np.arange(n) != n - 2
+            nearest = nearest_weights(X[others], X[[n - 2]], h, w[others]) @ V[others]
+            assert_allclose(P[n - 2], nearest[0], rtol=1e-12)
         else:
             assert np.all(np.isnan(P[n - 2]))
     else:
@@ -148,7 +117,7 @@ def test_loo_pool_classifier_probabilities_equal_explicit_refits(rng, kernel):
     h = np.array([0.6, 0.9])
     train = prepare_train(X / h, log_w=_log(w), values=_onehot(y, classes))
     P = loo_pool(train, KERNELS[kernel], [1.0])[0]
-    expected = _refit_loo(ParzenClassifier(bandwidth=h, kernel=kernel), X, y, w, "predict_proba")
+    expected = refit_loo(ParzenClassifier(bandwidth=h, kernel=kernel), X, y, w, "predict_proba")
     assert_allclose(P, expected, rtol=1e-10, atol=1e-10)
     assert_allclose(P.sum(axis=1), 1.0, rtol=1e-12)
     if kernel in COMPACT:
@@ -171,7 +140,7 @@ def test_loo_pool_factors_equal_separate_bandwidths(rng, kernel):
         assert_allclose(together[t], alone[0], rtol=1e-10, atol=1e-12)
     # and against the textbook formula where every point has a neighbour
     assert_allclose(
-        together[-1], _naive_loo_attention(X, 9.0 * h, kernel, w) @ V, rtol=1e-10, atol=1e-12
+        together[-1], naive_loo_predict(X, V, 9.0 * h, kernel, w), rtol=1e-10, atol=1e-12
     )
 
 
@@ -186,7 +155,7 @@ def test_search_loo_scores_equal_explicit_refits(rng, kernel, k):
     expected = np.array(
         [
             -mean_squared_error(
-                y, _refit_loo(NadarayaWatsonRegressor(h, kernel=kernel), X, y, w), sample_weight=w
+                y, refit_loo(NadarayaWatsonRegressor(h, kernel=kernel), X, y, w), sample_weight=w
             )
             for h in candidates
         ]
@@ -210,7 +179,7 @@ def test_search_loo_classifier_scores_equal_explicit_refits(rng, kernel):
     search.fit(X, y, sample_weight=w)
     expected = []
     for h in candidates:
-        proba = _refit_loo(ParzenClassifier(h, kernel=kernel), X, y, w, "predict_proba")
+        proba = refit_loo(ParzenClassifier(h, kernel=kernel), X, y, w, "predict_proba")
         expected.append(-log_loss(y, proba, sample_weight=w, labels=[0, 1, 2]))
     assert_allclose(search.cv_results_["mean_test_score"], expected, rtol=1e-10)
     assert search.best_index_ == np.argmax(expected)
@@ -224,7 +193,7 @@ def test_search_loo_classifier_scores_equal_explicit_refits(rng, kernel):
 def _grad_problem(rng, kernel, task):
     n, d = 30, 3
     X = rng.normal(size=(n, d)) * [1.0, 2.0, 0.5]
-    gaps = np.sqrt(((X[:, None] - X[None]) ** 2).sum(-1)) + np.eye(n) * 1e9
+    gaps = scaled_distances(X, X, 1.0) + np.eye(n) * 1e9
     assert gaps.min() > 1e-3  # no two points within tiny distance
     w = rng.uniform(0.5, 2.0, n)
     rows = rng.choice(n, 18, replace=False)
@@ -232,13 +201,13 @@ def _grad_problem(rng, kernel, task):
     if task == "regression":
         V = np.column_stack([np.sin(X[:, 0]) + X[:, 1], rng.normal(size=n)])
     else:  # labels that vary smoothly in x, with some overlap
-        V = np.eye(3)[np.digitize(X[:, 0] + 0.5 * rng.normal(size=n), [-0.4, 0.4])]
+        V = _onehot(np.digitize(X[:, 0] + 0.5 * rng.normal(size=n), [-0.4, 0.4]), [0, 1, 2])
     log_h = np.log([2.5, 5.0, 1.4]) if kernel in COMPACT else np.log([0.8, 1.5, 0.4])
     return X, V, w, rows, r, log_h
 
 
 def _naive_loss(log_h, X, V, w, kernel, rows, r, task):
-    P = _naive_loo_attention(X, np.exp(log_h), kernel, w)[rows] @ V
+    P = naive_loo_weights(X, np.exp(log_h), kernel, w)[rows] @ V
     if task == "regression":
         losses = ((P - V[rows]) ** 2).mean(axis=1)
     else:
@@ -259,7 +228,7 @@ def test_loo_gradient_matches_central_differences(rng, kernel, task):
     args = (X, V, w, kernel, rows, r, task)
     # every evaluated row has a neighbour inside the support (the formula is defined)
     # (and, for the log-loss, gives the true class a positive probability)
-    A = _naive_loo_attention(X, np.exp(log_h), kernel, w)[rows]
+    A = naive_loo_weights(X, np.exp(log_h), kernel, w)[rows]
     assert np.all(np.isfinite(A))
     if task == "classification":
         assert np.all(((A @ V) * V[rows]).sum(axis=1) > 1e-3)
@@ -352,7 +321,7 @@ def test_scoring_applies_to_the_closed_form_path(rng):
     X = rng.uniform(0, 4, size=(40, 1))
     y = np.sin(2 * X[:, 0]) + rng.standard_t(2, size=40) * 0.3  # heavy tails: MAE != MSE
     candidates = np.geomspace(0.03, 3.0, 15)
-    mae = np.array([mean_absolute_error(y, _naive_loo_attention(X, h) @ y) for h in candidates])
+    mae = np.array([mean_absolute_error(y, naive_loo_predict(X, y, h)) for h in candidates])
     search = BandwidthSearchCV(
         NadarayaWatsonRegressor(), bandwidths=candidates, scoring="neg_mean_absolute_error"
     ).fit(X, y)
@@ -364,7 +333,7 @@ def test_scoring_applies_to_the_closed_form_path(rng):
     yc = (y > np.median(y)).astype(int)
     clf = BandwidthSearchCV(ParzenClassifier(), bandwidths=candidates, scoring="accuracy")
     clf.fit(X, yc)
-    acc = [np.mean(_refit_loo(ParzenClassifier(h), X, yc) == yc) for h in candidates]
+    acc = [np.mean(refit_loo(ParzenClassifier(h), X, yc) == yc) for h in candidates]
     assert_allclose(clf.cv_results_["mean_test_score"], acc, rtol=1e-12)
 
 
@@ -375,7 +344,7 @@ def test_default_grid_is_multiples_of_the_rule_of_thumb(rng, rule):
     search = BandwidthSearchCV(NadarayaWatsonRegressor(bandwidth=rule)).fit(X, y)
     H = np.array([p["bandwidth"] for p in search.cv_results_["params"]])
     assert H.shape[1] == 2 and len(H) >= 10
-    ratio = H / _scott_silverman(X, rule if isinstance(rule, str) else "scott")
+    ratio = H / naive_rule_of_thumb(X, rule if isinstance(rule, str) else "scott")
     assert_allclose(ratio[:, 0], ratio[:, 1], rtol=1e-10)  # one multiple for all features
     steps = np.diff(np.log(ratio[:, 0]))
     assert np.all(steps > 0)
@@ -390,7 +359,7 @@ def test_per_feature_candidate_arrays(rng):
     candidates = [np.array([0.3, 0.3]), np.array([0.3, 5.0]), np.array([5.0, 0.3]), 1.0]
     search = BandwidthSearchCV(NadarayaWatsonRegressor(), bandwidths=candidates).fit(X, y)
     by_refit = [
-        -mean_squared_error(y, _refit_loo(NadarayaWatsonRegressor(h), X, y)) for h in candidates
+        -mean_squared_error(y, refit_loo(NadarayaWatsonRegressor(h), X, y)) for h in candidates
     ]
     assert_allclose(search.cv_results_["mean_test_score"], by_refit, rtol=1e-10)
     assert search.best_index_ == int(np.argmax(by_refit)) == 1
@@ -506,9 +475,9 @@ def test_sgd_classifier_best_score_is_the_loo_log_loss(rng):
         X, y
     )
     assert search.bandwidth_.shape == (2,)
-    proba = _refit_loo(ParzenClassifier(search.bandwidth_), X, y, method="predict_proba")
+    proba = refit_loo(ParzenClassifier(search.bandwidth_), X, y, method="predict_proba")
     assert_allclose(-search.best_score_, log_loss(y, proba), rtol=1e-10)
-    start = _refit_loo(ParzenClassifier(), X, y, method="predict_proba")
+    start = refit_loo(ParzenClassifier(), X, y, method="predict_proba")
     assert log_loss(y, proba) < log_loss(y, start)  # improved on the rule of thumb
 
 
@@ -529,7 +498,7 @@ def test_sgd_shared_scale_is_a_multiple_of_the_rule_of_thumb(rng):
     search = BandwidthSearchCV(
         NadarayaWatsonRegressor(), method="sgd", per_feature=False, random_state=0
     ).fit(X, y)
-    rot = _scott_silverman(X)
+    rot = naive_rule_of_thumb(X)
     ratio = search.bandwidth_ / rot
     assert_allclose(ratio[0], ratio[1], rtol=1e-10)
     assert not np.isclose(ratio[0], 1.0)  # it moved
@@ -601,10 +570,10 @@ def test_integer_weights_equal_repeated_rows(rng, method, est):
             h = weighted.cv_results_["params"][t]["bandwidth"]
             est_h = clone(est).set_params(bandwidth=h)
             if is_classifier(est):
-                P = _refit_loo(est_h, X[rows], y[rows], groups=rows, method="predict_proba")
+                P = refit_loo(est_h, X[rows], y[rows], groups=rows, method="predict_proba")
                 expected = -log_loss(y[rows], P, labels=[0, 1])
             else:
-                P = _refit_loo(est_h, X[rows], y[rows], groups=rows)
+                P = refit_loo(est_h, X[rows], y[rows], groups=rows)
                 expected = -mean_squared_error(y[rows], P)
             assert_allclose(repeated.cv_results_["mean_test_score"][t], expected, rtol=1e-10)
             assert_allclose(weighted.cv_results_["mean_test_score"][t], expected, rtol=1e-10)

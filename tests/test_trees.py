@@ -4,8 +4,8 @@ The algorithm changes speed, never results: every tree-path quantity
 (predictions, class probabilities, attention weights, the nearest-point
 fallback, leave-one-out pooling, the bandwidth search) is compared with the
 brute-force path, and where possible with a reference that shares no code
-with the engine (explicit refits, ``scipy.special.logsumexp`` on the
-formula, scikit-learn's ``RadiusNeighborsRegressor``).  Infinite-support
+with the engine (explicit refits, the log-space formula of ``conftest.py``,
+scikit-learn's ``RadiusNeighborsRegressor``).  Infinite-support
 kernels are truncated only as far as ``rtol`` allows, and the documented
 bound ``|tree - brute| <= rtol * (max y - min y)`` is checked, along with the
 fact that truncation does happen (so the bound is not vacuous).
@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy import sparse
-from scipy.special import logsumexp
 from sklearn import config_context
 from sklearn.neighbors import BallTree, KDTree, RadiusNeighborsRegressor
 
-from conftest import traced_peak
+from conftest import log_weights as _log  # the short name of the engine calls below
+from conftest import naive_log_class_proba, onehot, refit_loo, scaled_distances, traced_peak
 from skl_nw import BandwidthSearchCV, NadarayaWatsonRegressor, ParzenClassifier, _engine
 from skl_nw._engine import _tree
 from skl_nw._kernels import KERNELS, get_kernel, kernel_names
@@ -31,11 +31,6 @@ COMPACT = [name for name in NAMES if KERNELS[name].compact]
 INFINITE = [name for name in NAMES if not KERNELS[name].compact]
 TREES = ["kd_tree", "ball_tree"]
 TREE_CLASS = {"kd_tree": KDTree, "ball_tree": BallTree}
-
-
-def _log(w):
-    with np.errstate(divide="ignore"):
-        return np.log(np.asarray(w, dtype=float))
 
 
 def _weights(rng, n, zero_share=0.2):
@@ -155,8 +150,7 @@ def test_classifier_tree_equals_brute(rng, kernel, algorithm, bandwidth, priors)
     assert sparse.issparse(A) and A.format == "csr"
     assert_allclose(A.toarray(), brute.attention_weights(Q), rtol=0, atol=1e-15)
     if priors is None:  # with priors the probabilities reweight the classes
-        onehot = (y[:, None] == tree.classes_[None, :]).astype(float)
-        assert_allclose(A @ onehot, P, rtol=0, atol=1e-12)
+        assert_allclose(A @ onehot(y, tree.classes_), P, rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("priors", [None, [0.5, 0.5]])
@@ -172,13 +166,8 @@ def test_far_class_keeps_a_finite_log_probability(rng, algorithm, priors):
     Q = rng.normal(scale=0.5, size=(20, 2))
 
     # The reference: log-sum-exp of the Gaussian log kernel, class by class.
-    sq = ((Q[:, None, :] - X[None, :, :]) ** 2).sum(-1)
     classes = np.array(["far", "near"])
-    L = np.column_stack([logsumexp(-sq[:, y == c] / 2, axis=1) for c in classes])
-    if priors is not None:
-        counts = np.array([np.sum(y == c) for c in classes])
-        L += np.log(priors) - np.log(counts)
-    expected = L - logsumexp(L, axis=1, keepdims=True)
+    expected = naive_log_class_proba(X, y, Q, 1.0, "gaussian", classes=classes, priors=priors)
     assert np.all(expected[:, 0] < -1500)
 
     params = {"bandwidth": 1.0, "kernel": "gaussian", "priors": priors}
@@ -339,12 +328,11 @@ def test_loo_pool_tree_equals_brute_and_refits(rng, kernel, algorithm):
 
     # Explicit refits without the point (including a zero-weight point and a
     # point whose exact duplicate must stay in).
-    for i in [0, 3, 17, 42]:
-        keep = np.arange(len(X)) != i
-        for t, factor in enumerate(factors):
-            refit = NadarayaWatsonRegressor(bandwidth=factor * h, kernel=kernel, algorithm="brute")
-            refit.fit(X[keep], y[keep], sample_weight=w[keep])
-            assert_allclose(tree[t, i], refit.predict(X[[i]])[0], rtol=0, atol=_scale_atol(y))
+    rows = [0, 3, 17, 42]
+    for t, factor in enumerate(factors):
+        refit = NadarayaWatsonRegressor(bandwidth=factor * h, kernel=kernel, algorithm="brute")
+        expected = refit_loo(refit, X, y, w, rows=rows)
+        assert_allclose(tree[t, rows], expected, rtol=0, atol=_scale_atol(y))
 
 
 @pytest.mark.parametrize(
@@ -409,11 +397,9 @@ def test_tree_attribute(rng, algorithm, leaf_size):
     assert np.all(w[stored] > 0)
     active = X[stored] / h
     sample = rng.choice(len(active), 50, replace=False)
-    ref_d = np.linalg.norm(active[sample, None] - active[None, sample], axis=-1)
+    ref_d = scaled_distances(active[sample], active[sample], 1.0)
     tree_pts = data[sample]
-    assert_allclose(
-        np.linalg.norm(tree_pts[:, None] - tree_pts[None, :], axis=-1), ref_d, atol=1e-12
-    )
+    assert_allclose(scaled_distances(tree_pts, tree_pts, 1.0), ref_d, atol=1e-12)
     # leaf_size is used: the node count is that of a tree built with it.
     reference = TREE_CLASS[algorithm](active, leaf_size=leaf_size)
     assert len(tree.node_data) == len(reference.node_data)

@@ -119,14 +119,14 @@ def attention(Q, train: TrainSet, kernel: Kernel, *, fallback="nearest", sparse=
 
     def dense(chunk, Qc):
         S = _dense.sq_distances(Qc, train, kernel)
-        B, _ = _dense.log_kernel_block(S, train.log_w, kernel, fallback)
+        B, _, _ = _dense.log_kernel_block(S, train.log_w, kernel, fallback)
         alpha = _dense.softmax_rows(B, train.log_w)
         alpha[alpha.sum(axis=1) == 0] = np.nan
         return csr_matrix(alpha) if sparse else alpha
 
     def tree(chunk, Qc, margins):
         nb = _tree.Neighbours(Qc, train, kernel, margins, (1.0,))
-        row, col, b, _ = _tree.log_kernel_entries(Qc, train, kernel, *nb.at(1.0), fallback)
+        row, col, b, _, _ = _tree.log_kernel_entries(Qc, train, kernel, *nb.at(1.0), fallback)
         b += train.log_w[col]
         r = np.full(len(Qc), -np.inf)
         np.maximum.at(r, row, b)

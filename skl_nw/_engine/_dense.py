@@ -122,6 +122,8 @@ def log_kernel_block(S, log_w, kernel, fallback, exclude=None):
     -------
     B : ndarray of shape (m, n)
     shift : ndarray of shape (m,)
+    empty : ndarray of int
+        The empty rows.
     """
     B = kernel.log_profile(S)
     if exclude is not None:
@@ -139,7 +141,7 @@ def log_kernel_block(S, log_w, kernel, fallback, exclude=None):
         nearest = S_empty == S_empty.min(axis=1, keepdims=True)
         nearest &= np.isfinite(S_empty)  # a lone point has no neighbour at all
         B[empty] = np.where(nearest, 0.0, -np.inf)
-    return B, shift
+    return B, shift, empty
 
 
 def softmax_rows(B: np.ndarray, log_w: np.ndarray) -> np.ndarray:
@@ -157,14 +159,15 @@ def softmax_rows(B: np.ndarray, log_w: np.ndarray) -> np.ndarray:
     return B
 
 
-def block_sums(T: np.ndarray, V: np.ndarray, starts: np.ndarray):
+def block_sums(T: np.ndarray, V: np.ndarray, starts: np.ndarray, mult: np.ndarray | None = None):
     """Log-scaled sums of ``exp(T)`` per group: ``(log_scale (m, G), scaled (m, G, k + 1))``.
 
     ``sum_{i in g} exp(T_i) [V_i, 1] = exp(log_scale_g) * scaled_g``, with
     ``log_scale_g`` the group's largest ``T`` (``-inf`` if the group's sum is
     exactly 0), so that the largest term of a non-empty group is
-    ``exp(0) = 1``: no sum underflows however far the query.  ``T`` is
-    overwritten.
+    ``exp(0) = 1``: no sum underflows however far the query.  ``mult``
+    multiplies the terms after the exponential (a kernel derivative).  ``T``
+    is overwritten.
     """
     m, n = T.shape
     k, G = V.shape[1], len(starts)
@@ -172,10 +175,14 @@ def block_sums(T: np.ndarray, V: np.ndarray, starts: np.ndarray):
         r = T.max(axis=1)
         T -= np.where(np.isfinite(r), r, 0.0)[:, None]
         np.exp(T, out=T)
+        if mult is not None:
+            T *= mult
         return r[:, None], weighted_sums(T, V)[:, None, :]
     r = np.maximum.reduceat(T, starts, axis=1)
     T -= np.repeat(np.where(np.isfinite(r), r, 0.0), np.diff(np.append(starts, n)), axis=1)
     np.exp(T, out=T)
+    if mult is not None:
+        T *= mult
     scaled = np.empty((m, G, k + 1))
     scaled[:, :, k] = np.add.reduceat(T, starts, axis=1)
     if k:
@@ -274,6 +281,7 @@ def exp_sums_slopes(Q, train, XT, V, slopes, offset, own, kernel) -> np.ndarray:
         S = sq_distances(Q, train, kernel)
         return np.stack([exp_sums(S, V, slope=c, offset=offset, own=own) for c in slopes], axis=1)
     order, squares = square_chains(slopes)
+    own = np.full(len(Q), -1, dtype=np.intp) if own is None else own
     w = np.exp(offset)
     WVT = np.ascontiguousarray((w[:, None] * V).T)
     sums = np.empty((Q.shape[0], len(slopes), V.shape[1] + 1))

@@ -84,7 +84,7 @@ def _numpy_pass(train, kernel, stored, rows, loss_fn, row_weights):
     Z, V = train.X, train.values
     Zb = Z[stored]
     S = sq_distances(Zb, train, kernel)
-    B, _ = log_kernel_block(S, train.log_w, kernel, "nearest", stored)
+    B, _, _ = log_kernel_block(S, train.log_w, kernel, "nearest", stored)
     alpha = softmax_rows(B, train.log_w)
     P = alpha @ V
     losses, R = loss_fn(P, rows)

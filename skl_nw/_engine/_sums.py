@@ -6,7 +6,11 @@ For each query ``q``, bandwidth factor ``f``, power ``p`` and group ``g``
 ``S[q, f, p, g] = sum_{i in g} w_i K(u_i)^p [V_i, 1]``
 
 (the last column is the plain sum of weights).  ``p = 1`` gives pooling and
-class sums, ``p = 2`` the ``sum w K^2`` of standard errors; columns of ``V``
+class sums, ``p = 2`` the ``sum w K^2`` of standard errors, and the
+pseudo-power ``p = "ds"`` the sums of ``w dK/ds`` (``s = u^2``, in units of
+the factor's bandwidth; 0 at ``s = 0``, where every use multiplies it by
+``x - q = 0``) that exact derivatives in the query or the bandwidth need.
+Columns of ``V``
 such as ``[y, x - q, (x - q) y]`` give local polynomial moments; the
 leave-one-out variant drops training row ``i`` from the sums of query ``i``
 *by index* (a duplicate of the point still counts).  Every other operation of
@@ -45,12 +49,16 @@ class KernelSums:
         columns never overflow or underflow.
     value_scale : ndarray of shape (k + 1,)
         Powers of two the value columns were divided by (1 for the last).
+    powers : tuple
+        The powers, in the order of the third axis (``"ds"`` uses ``p = 1``
+        in the formula above).
     """
 
     shift: np.ndarray
     log_scale: np.ndarray
     scaled: np.ndarray
     value_scale: np.ndarray
+    powers: tuple = (1,)
 
     def ratios(self) -> np.ndarray:
         """Pooled values ``S[..., :k] / S[..., k]`` of power 1, group 0: (m, n_factors, k).
@@ -83,6 +91,10 @@ class _Plan:
     def __init__(self, train, kernel, V, powers, factors, grouped, loo, fallback):
         self.train, self.kernel, self.V = train, kernel, V
         self.powers, self.factors, self.loo, self.fallback = powers, factors, loo, fallback
+        if not set(powers) <= {1, 2, "ds"} or ("ds" in powers and 1 not in powers):
+            raise ValueError(f"powers must hold 1, 2 or 'ds', and 1 with 'ds'; got {powers}.")
+        # The powers whose weight sums are positive: they tell an underflowed row.
+        self.plain = [t for t, p in enumerate(powers) if p != "ds"]
         self.starts = train.starts if grouped else np.zeros(1, dtype=np.intp)
         self.groups = train.group_of_row if grouped else None
         positive = train.log_w[np.isfinite(train.log_w)]
@@ -92,7 +104,7 @@ class _Plan:
         # The folded / chained exp sums: the Gaussian on the brute path, ungrouped.
         self.slopes = None
         if slope is not None and not train.trees and not grouped and V.shape[1] >= 1:
-            self.slopes = np.array([p * slope / f**2 for f in factors for p in powers])
+            self.slopes = np.array([_power(p) * slope / f**2 for f in factors for p in powers])
             if not loo and len(factors) == 1 and factors[0] == 1.0:
                 self.folded = _dense.FoldedKeys(train, V, list(self.slopes))
             else:
@@ -119,21 +131,43 @@ class _Plan:
             sums = _dense.exp_sums_slopes(
                 Qc, self.train, self.XT, self.V, unique, self.offset, own, self.kernel
             )[:, inverse]
-        return None if sums is None else sums.reshape(m, *self.shape[:2], -1)
+        if sums is None:
+            return None
+        sums = sums.reshape(m, *self.shape[:2], -1)
+        for t, p in enumerate(self.powers):
+            if p == "ds":  # d log K / ds is the constant slope (in each factor's units)
+                sums[:, :, t] *= self.kernel.log_slope
+        return sums
 
-    def log_space(self, rows_out, f, b, shift, row=None, col=None):
+    def log_space(self, rows_out, f, b, shift, s, row=None, col=None):
         """Fill the sums of one factor from log-kernel terms ``b`` (dense, or COO entries)."""
         sh, ls, sc = rows_out
         sh[:, f] = shift
         for t, p in enumerate(self.powers):
+            q = _power(p)
+            mult = _dlog(self.kernel, s) if p == "ds" else None
             if row is None:
-                T = b + self.train.log_w if p == 1 else p * b + self.train.log_w
-                r, scaled = _dense.block_sums(T, self.V, self.starts)
+                T = b + self.train.log_w if q == 1 else q * b + self.train.log_w
+                r, scaled = _dense.block_sums(T, self.V, self.starts, mult)
             else:
-                T = (b if p == 1 else p * b) + self.train.log_w[col]
+                T = (b if q == 1 else q * b) + self.train.log_w[col]
                 G = len(self.starts)
-                r, scaled = _tree.entry_sums(row, col, T, self.V, self.groups, G, len(shift))
+                r, scaled = _tree.entry_sums(
+                    row, col, T, self.V, self.groups, G, len(shift), mult
+                )
             ls[:, f, t], sc[:, f, t] = r, scaled
+
+
+def _power(p) -> int:
+    """Return the power of ``K`` whose log scale a (pseudo-)power shares (1 for "ds")."""
+    return 1 if p == "ds" else int(p)
+
+
+def _dlog(kernel: Kernel, s: np.ndarray) -> np.ndarray:
+    """``d log K / ds``, 0 at ``s = 0`` (see the module docstring) and outside the support."""
+    g = kernel.dlog_profile(s)
+    g[s == 0] = 0.0
+    return g
 
 
 def _dense_sums(plan: _Plan, chunk: slice, Qc: np.ndarray):
@@ -147,7 +181,7 @@ def _dense_sums(plan: _Plan, chunk: slice, Qc: np.ndarray):
         redo = np.arange(m)
         if fast is not None:
             out[2][:, f, :, 0], out[1][:, f, :, 0] = fast[:, f], plan.lw_max
-            redo = np.flatnonzero((fast[:, f, :, -1] < _dense.UNDERFLOW).any(axis=1))
+            redo = np.flatnonzero((fast[:, f, plan.plain, -1] < _dense.UNDERFLOW).any(axis=1))
         if not redo.size:
             continue
         if S is None:
@@ -155,9 +189,12 @@ def _dense_sums(plan: _Plan, chunk: slice, Qc: np.ndarray):
         S_r = S if redo.size == m else S[redo]
         S_r = S_r / factor**2 if factor != 1.0 else S_r
         ex = None if own is None else own[redo]
-        b, shift = _dense.log_kernel_block(S_r, train.log_w, kernel, plan.fallback, ex)
+        b, shift, empty = _dense.log_kernel_block(S_r, train.log_w, kernel, plan.fallback, ex)
+        if empty.size and "ds" in plan.powers:  # the h -> 0 limit is locally constant
+            S_r = S_r.copy()
+            S_r[empty] = 0.0
         part = plan.empty(len(redo))
-        plan.log_space(part, f, b, shift)
+        plan.log_space(part, f, b, shift, S_r)
         for whole, piece in zip(out, part, strict=True):
             whole[redo, f] = piece[:, f]
     return out
@@ -181,10 +218,15 @@ def _tree_sums(plan: _Plan, chunk: slice, Qc: np.ndarray, margins):
         if plan.linear:
             K = kernel.profile(s)
             for t, p in enumerate(plan.powers):
-                e = (K if p == 1 else K**p) * np.take(plan.w, col)
+                if p == "ds":
+                    e = np.where(s == 0, 0.0, kernel.derivative(s))
+                else:
+                    e = K if p == 1 else K**p
+                e = e * np.take(plan.w, col)
                 out[2][:, f, t, 0] = _tree.coo_sums(row, col, e, plan.V, m)
             out[1][:, f] = plan.lw_max
-            redo = np.flatnonzero((out[2][:, f, :, 0, -1] < _dense.UNDERFLOW).any(axis=1))
+            plain = out[2][:, f, plan.plain, 0, -1]
+            redo = np.flatnonzero((plain < _dense.UNDERFLOW).any(axis=1))
         if not redo.size:
             continue
         if redo.size < m:
@@ -193,11 +235,11 @@ def _tree_sums(plan: _Plan, chunk: slice, Qc: np.ndarray, margins):
             keep = where[row] >= 0
             row, col, s = where[row[keep]], col[keep], s[keep]
         ex = None if own is None else own[redo]
-        row, col, b, shift = _tree.log_kernel_entries(
+        row, col, b, shift, s = _tree.log_kernel_entries(
             Qc[redo], train, kernel, row, col, s, plan.fallback, ex
         )
         part = plan.empty(len(redo))
-        plan.log_space(part, f, b, shift, row, col)
+        plan.log_space(part, f, b, shift, s, row, col)
         for whole, piece in zip(out, part, strict=True):
             whole[redo, f] = piece[:, f]
     return out
@@ -251,8 +293,8 @@ def kernel_sums(
         The kernel record.
     values : ndarray of shape (n, k), default=None
         Value columns in the caller's row order; None uses ``train.values``.
-    powers : tuple of int, default=(1,)
-        Powers ``p`` of the kernel.
+    powers : tuple, default=(1,)
+        Powers ``p`` of the kernel: 1, 2, and ``"ds"`` for ``dK/ds`` (with 1).
     factors : sequence of float, default=(1.0,)
         Bandwidth multiples ``f``; the distances of a chunk serve them all.
     grouped : bool, default=False
@@ -287,7 +329,7 @@ def kernel_sums(
         shift[start:stop], log_scale[start:stop], scaled[start:stop] = chunk_result
     if Q is None:
         shift, log_scale, scaled = (train.to_caller(a) for a in (shift, log_scale, scaled))
-    return KernelSums(shift, log_scale, scaled, np.append(scale, 1.0))
+    return KernelSums(shift, log_scale, scaled, np.append(scale, 1.0), plan.powers)
 
 
 def _starts(parts) -> list[int]:

@@ -138,11 +138,12 @@ def nearest_entries(Q, train, exclude=None):
 
 
 def log_kernel_entries(Q, train, kernel, row, col, s, fallback, exclude=None):
-    """COO form of :func:`skl_nw._engine._dense.log_kernel_block`: ``(row, col, b, shift)``.
+    """COO form of :func:`skl_nw._engine._dense.log_kernel_block`: ``(row, col, b, shift, s)``.
 
     Tree entries are all of positive weight, so the shift is each row's
     largest ``log K``; empty rows get their nearest point(s) with ``b = 0``
-    under ``fallback="nearest"``.
+    (and ``s = 0``: the ``h -> 0`` limit is locally constant) under
+    ``fallback="nearest"``.
     """
     m = len(Q)
     b = kernel.log_profile(s)
@@ -156,10 +157,11 @@ def log_kernel_entries(Q, train, kernel, row, col, s, fallback, exclude=None):
         row = np.concatenate([row, empty[e_row]])
         col = np.concatenate([col, e_col])
         b = np.concatenate([b, np.zeros(len(e_col))])
-    return row, col, b, shift
+        s = np.concatenate([s, np.zeros(len(e_col))])
+    return row, col, b, shift, s
 
 
-def entry_sums(row, col, t, V, groups, n_groups, m):
+def entry_sums(row, col, t, V, groups, n_groups, m, mult=None):
     """:func:`skl_nw._engine._dense.block_sums` from COO entries ``t`` (log terms).
 
     Straight from the entries with bincount: building a sparse matrix would
@@ -169,6 +171,8 @@ def entry_sums(row, col, t, V, groups, n_groups, m):
     r = np.full(m * n_groups, -np.inf)
     np.maximum.at(r, key, t)
     e = np.exp(t - np.where(np.isfinite(r), r, 0.0)[key])
+    if mult is not None:
+        e *= mult
     scaled = coo_sums(key, col, e, V, m * n_groups)
     return r.reshape(m, n_groups), scaled.reshape(m, n_groups, -1)
 
