@@ -152,9 +152,7 @@ class _Plan:
             else:
                 T = (b if q == 1 else q * b) + self.train.log_w[col]
                 G = len(self.starts)
-                r, scaled = _tree.entry_sums(
-                    row, col, T, self.V, self.groups, G, len(shift), mult
-                )
+                r, scaled = _tree.entry_sums(row, col, T, self.V, self.groups, G, len(shift), mult)
             ls[:, f, t], sc[:, f, t] = r, scaled
 
 
