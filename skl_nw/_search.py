@@ -2,22 +2,33 @@
 
 from __future__ import annotations
 
+import time
 import warnings
 from copy import deepcopy
 from numbers import Integral, Real
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.stats import rankdata
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, _fit_context, clone, is_classifier
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.metrics import check_scoring, get_scorer_names
+from sklearn.metrics import check_scoring, get_scorer, get_scorer_names
 from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import Pipeline
 from sklearn.utils import check_random_state, get_tags
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils.metadata_routing import (
+    UNUSED,
+    MetadataRouter,
+    MethodMapping,
+    _routing_enabled,
+    get_routing_for_object,
+    process_routing,
+)
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted, has_fit_parameter, validate_data
 
 from ._estimators import _NWBase, check_weights, rule_of_thumb
 
@@ -33,6 +44,104 @@ _DEFAULT_FACTORS = 2.0 ** (np.arange(-22, 18) / 4)
 _MAX_LOG_STEP = 40.0
 # Probabilities below this are clipped in the log-loss, as sklearn.metrics.log_loss does.
 _PROBA_FLOOR = np.finfo(np.float64).eps
+# verbose=1 prints at most one progress line per this many seconds (tests set it to 0).
+_PROGRESS_INTERVAL = 5.0
+
+_ESTIMATOR_ERROR = (
+    "estimator must be a NadarayaWatsonRegressor, a ParzenClassifier, or a Pipeline whose "
+    "last step is one; got {}. To tune a bandwidth after preprocessing, pass "
+    "make_pipeline(StandardScaler(), NadarayaWatsonRegressor()) or put BandwidthSearchCV "
+    "last in the pipeline."
+)
+
+
+def _nw_step(estimator):
+    """Return the Nadaraya–Watson estimator searched: ``estimator`` or its pipeline's last step.
+
+    None when there is none (any other estimator, or a pipeline not ending in one).
+    """
+    if isinstance(estimator, Pipeline) and estimator.steps:
+        estimator = estimator.steps[-1][1]
+    return estimator if isinstance(estimator, _NWBase) else None
+
+
+def _say(message: str) -> None:
+    print(f"[BandwidthSearchCV] {message}", flush=True)  # noqa: T201
+
+
+def _bandwidths(h: np.ndarray, verbose: int) -> str:
+    """Format bandwidths for a progress line: their range, or every entry at verbose >= 3."""
+    if verbose >= 3:
+        return "[" + ", ".join(f"{v:.4g}" for v in h) + "]"
+    low, high = float(np.min(h)), float(np.max(h))
+    return f"{low:.4g}" if low == high else f"{low:.4g}..{high:.4g}"
+
+
+def _backend(estimator) -> str:
+    """Name the neighbour search a fitted estimator uses, from its public ``tree_``."""
+    tree = estimator.tree_
+    if tree is None:
+        return "brute force"
+    return type(tree[0] if isinstance(tree, list) else tree).__name__
+
+
+class _Progress:
+    """The clock of one search and its throttled progress lines (verbose >= 1)."""
+
+    def __init__(self, verbose: int):
+        self.verbose = verbose
+        self.start = self.last = time.monotonic()
+
+    def update(self, done: int, total: int, unit: str, bound: bool = False) -> None:
+        """Report ``done`` of ``total`` units, at most once per ``_PROGRESS_INTERVAL``."""
+        now = time.monotonic()
+        if self.verbose < 1 or done >= total or now - self.last < _PROGRESS_INTERVAL:
+            return
+        self.last = now
+        elapsed = now - self.start
+        left = elapsed * (total - done) / done
+        _say(
+            f"{done}/{total} {unit} ({done / total:.0%}), {elapsed:.1f} s elapsed, "
+            f"about {left:.1f} s left{' at most' if bound else ''}"
+        )
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+
+class _DefaultScorer:
+    """The default score, asking for the metadata the estimator's ``score`` asks for.
+
+    Negative mean squared error for regressors, negative log-loss for
+    classifiers.  Like scikit-learn's default scorer (``estimator.score``), it
+    routes as the estimator's ``set_score_request`` says, so metadata routing
+    never needs a request on a scorer that the user cannot reach.
+    """
+
+    def __init__(self, estimator):
+        self.estimator = estimator
+        classifier = is_classifier(estimator)
+        self.scorer = get_scorer("neg_log_loss" if classifier else "neg_mean_squared_error")
+
+    def __call__(self, estimator, X, y_true, sample_weight=None):
+        weights = {} if sample_weight is None else {"sample_weight": sample_weight}
+        return self.scorer(estimator, X, y_true, **weights)
+
+    def __repr__(self) -> str:
+        return f"{self.scorer!r} as {type(self.estimator).__name__}.score"
+
+    def get_metadata_routing(self):
+        return get_routing_for_object(self.estimator)
+
+
+class _Routed(NamedTuple):
+    """Where ``fit``'s ``sample_weight`` goes."""
+
+    fit: dict  # to the estimator's (or the pipeline's) fit
+    search: dict  # to GridSearchCV.fit
+    nw: np.ndarray | None  # the Nadaraya–Watson estimator's fit weights
+    score: np.ndarray | None  # the scorer's weights
+    pre: dict  # to the pipeline's preceding steps (fit_transform)
 
 
 def _estimator_has(attr: str):
@@ -142,9 +251,10 @@ class BandwidthSearchCV(MetaEstimatorMixin, BaseEstimator):
 
     Parameters
     ----------
-    estimator : NadarayaWatsonRegressor or ParzenClassifier
+    estimator : NadarayaWatsonRegressor, ParzenClassifier or Pipeline
         The estimator whose ``bandwidth`` is selected; its other parameters
-        are kept.
+        are kept.  A :class:`~sklearn.pipeline.Pipeline` whose last step is
+        one of them has that step's bandwidth selected (see Notes).
     method : {"grid", "sgd"}, default="grid"
         Grid search or gradient descent.
     bandwidths : array-like, default=None
@@ -180,18 +290,28 @@ class BandwidthSearchCV(MetaEstimatorMixin, BaseEstimator):
     n_jobs : int, default=None
         Threads for the closed-form leave-one-out, workers for GridSearchCV.
     verbose : int, default=0
-        Prints one line per SGD epoch (and GridSearchCV's own messages).
+        Progress on standard output.  1: a start line (samples, features,
+        candidates or epochs, the path, the neighbour search of the fitted
+        estimator: brute force or its ``tree_`` class), a progress line with the
+        fraction done and the time left at most every few seconds, and a final
+        line with the selected bandwidths' range and the time taken.  2: also
+        one line per candidate score or per SGD epoch loss.  3: whole bandwidth
+        vectors instead of their range.  With ``cv`` other than "loo",
+        GridSearchCV's own messages.
 
     Attributes
     ----------
     best_estimator_ : estimator
-        The wrapped estimator refitted on all the data with ``bandwidth_``.
+        The wrapped estimator (or pipeline) refitted on all the data with
+        ``bandwidth_``.
     bandwidth_ : ndarray of shape (n_features,)
-        The selected bandwidths, equal to ``best_estimator_.bandwidth_``.
+        The selected bandwidths, equal to ``best_estimator_.bandwidth_`` (for
+        a pipeline, its last step's).
     best_score_ : float
         Score of the selected bandwidths (leave-one-out, or mean CV score).
     best_params_ : dict
-        ``{"bandwidth": ...}`` for the selected candidate (grid).
+        ``{"bandwidth": ...}`` for the selected candidate (grid);
+        ``{"<last step>__bandwidth": ...}`` for a pipeline.
     best_index_ : int
         Index of the selected candidate in ``cv_results_`` (grid).
     cv_results_ : dict of ndarrays
@@ -224,6 +344,24 @@ class BandwidthSearchCV(MetaEstimatorMixin, BaseEstimator):
     The tophat kernel's leave-one-out loss is piecewise constant in the
     bandwidth (its gradient is 0 almost everywhere), so ``method="sgd"``
     cannot move it: use ``method="grid"`` for that kernel.
+
+    A pipeline ending in a Nadaraya–Watson estimator: on the leave-one-out
+    paths (``cv="loo"``, ``method="sgd"``) its preceding steps are fitted once
+    on the training data and the search runs on their output, exactly as
+    ``make_pipeline(StandardScaler(), BandwidthSearchCV(NadarayaWatsonRegressor()))``
+    does; ``best_estimator_`` is the whole pipeline refitted with the selected
+    bandwidth.  With any other ``cv``, GridSearchCV searches the pipeline's
+    ``<last step>__bandwidth``, refitting the preceding steps on every split.
+    Without metadata routing, ``sample_weight`` goes to every step whose
+    ``fit`` takes it.
+
+    Metadata routing (``sklearn.set_config(enable_metadata_routing=True)``):
+    ``sample_weight`` goes where the estimator asks for it
+    (``set_fit_request``, ``set_score_request``); the default scorer asks for
+    what the estimator's ``score`` asks for, and a given scorer for what its
+    own ``set_score_request`` says.  The leave-one-out paths weight fits and
+    scores alike, so they need both requests or neither; with an integer
+    ``cv``, GridSearchCV routes each one separately.
 
     Adam rather than momentum: per-feature log-bandwidth gradients differ by
     orders of magnitude between relevant and irrelevant features, and Adam's
@@ -259,6 +397,10 @@ class BandwidthSearchCV(MetaEstimatorMixin, BaseEstimator):
         "n_jobs": [Integral, None],
         "verbose": ["verbose"],
     }
+    # sample_weight is routed to the estimator and the scorer (get_metadata_routing),
+    # never consumed here: no set_fit_request / set_score_request of our own.
+    __metadata_request__fit = {"sample_weight": UNUSED}
+    __metadata_request__score = {"sample_weight": UNUSED}
 
     def __init__(
         self,
@@ -305,55 +447,195 @@ class BandwidthSearchCV(MetaEstimatorMixin, BaseEstimator):
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
             Targets or class labels.
         sample_weight : array-like of shape (n_samples,), default=None
-            Frequency weights, used in the fits and in the leave-one-out loss.
+            Frequency weights, used in the fits and in the leave-one-out loss
+            (with metadata routing, where the estimator and the scorer ask
+            for them).
 
         Returns
         -------
         self : BandwidthSearchCV
             The fitted search.
         """
-        if not isinstance(self.estimator, _NWBase):
-            raise ValueError(
-                "estimator must be a NadarayaWatsonRegressor or a ParzenClassifier; "
-                f"got {type(self.estimator).__name__}."
-            )
-        if self.method == "sgd" and not (isinstance(self.cv, str) and self.cv == "loo"):
+        step = _nw_step(self.estimator)
+        if step is None:
+            raise ValueError(_ESTIMATOR_ERROR.format(type(self.estimator).__name__))
+        loo_cv = isinstance(self.cv, str) and self.cv == "loo"
+        if self.method == "sgd" and not loo_cv:
             warnings.warn(
                 "cv is ignored by method='sgd', which minimises the closed-form "
                 "leave-one-out loss; it applies to method='grid' only.",
                 UserWarning,
                 stacklevel=2,
             )
-        classifier = is_classifier(self.estimator)
-        X, y = validate_data(self, X, y, dtype=np.float64, multi_output=not classifier)
-        if classifier:
-            check_classification_targets(y)
-        w = check_weights(sample_weight, X)
-        self._scorer = check_scoring(
-            self.estimator,
-            self.scoring or ("neg_log_loss" if classifier else "neg_mean_squared_error"),
-        )
-
-        if self.method == "grid" and not (isinstance(self.cv, str) and self.cv == "loo"):
-            self._fit_grid_cv(X, y, w, sample_weight is not None)
-        else:
-            Xu, yu, wu = _collapse(X, y, w)
-            if len(Xu) < 2:
-                raise ValueError(
-                    "Leave-one-out needs at least 2 distinct training points with positive "
-                    f"weight; got {len(Xu)} (1 sample)."
-                )
-            if self.method == "grid":
-                bandwidth = self._fit_grid_loo(Xu, yu, wu)
-            else:
-                bandwidth = self._fit_sgd(Xu, yu, wu)
+        closed_form = self.method == "sgd" or loo_cv
+        routed = self._route(sample_weight)
+        self._scorer = self._get_scorer()
+        if step is not self.estimator:
+            self._fit_pipeline(X, y, routed, closed_form)
+        elif closed_form:
+            X, y = self._validate(X, y)
+            bandwidth = self._search(X, y, routed.nw, routed.score)
             self.best_estimator_ = clone(self.estimator).set_params(bandwidth=bandwidth)
-            self.best_estimator_.fit(X, y, sample_weight=sample_weight)
-        self.bandwidth_ = self.best_estimator_.bandwidth_.copy()
+            self.best_estimator_.fit(X, y, **routed.fit)
+        else:
+            X, y = self._validate(X, y)
+            candidates = self._candidates(X, check_weights(routed.nw, X))
+            self._fit_grid_cv(X, y, candidates, routed.search)
+        self.bandwidth_ = _nw_step(self.best_estimator_).bandwidth_.copy()
         # Needed during fit only; a fitted search then holds no functions, so
         # skops can load it trusting data types alone.
         del self._scorer
         return self
+
+    def _validate(self, X: ArrayLike, y: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+        classifier = is_classifier(self.estimator)
+        X, y = validate_data(self, X, y, dtype=np.float64, multi_output=not classifier)
+        if classifier:
+            check_classification_targets(y)
+        return X, y
+
+    def _get_scorer(self):
+        if self.scoring is None:
+            return _DefaultScorer(self.estimator)
+        return check_scoring(self.estimator, self.scoring)
+
+    def _route(self, sample_weight: ArrayLike | None) -> _Routed:
+        """Where ``sample_weight`` goes, with metadata routing on or off."""
+        pipe = self.estimator if isinstance(self.estimator, Pipeline) else None
+        given = {} if sample_weight is None else {"sample_weight": sample_weight}
+        if not _routing_enabled():
+            if pipe is None or sample_weight is None:
+                return _Routed(given, given, sample_weight, sample_weight, {})
+            # Frequency weights: every step whose fit takes them gets them.
+            pre = {
+                f"{name}__sample_weight": sample_weight
+                for name, step in pipe.steps[:-1]
+                if step not in (None, "passthrough") and has_fit_parameter(step, "sample_weight")
+            }
+            fit = {**pre, f"{pipe.steps[-1][0]}__sample_weight": sample_weight}
+            return _Routed(fit, fit, sample_weight, sample_weight, pre)
+        routed = process_routing(self, "fit", **given)
+        fit, score = routed.estimator.fit, routed.scorer.score.get("sample_weight")
+        if pipe is None:
+            return _Routed(fit, given, fit.get("sample_weight"), score, {})
+        steps = process_routing(pipe, "fit", **fit)  # raises for steps with unset requests
+        nw = steps[pipe.steps[-1][0]].fit.get("sample_weight")
+        pre = {}
+        if len(pipe) > 1:
+            consumed = get_routing_for_object(pipe[:-1]).consumes("fit_transform", fit)
+            pre = {key: value for key, value in fit.items() if key in consumed}
+        return _Routed(fit, given, nw, score, pre)
+
+    def _fit_pipeline(self, X, y, routed: _Routed, closed_form: bool) -> None:
+        """Search the bandwidth of a pipeline's last step, then refit the pipeline."""
+        pipe = self.estimator
+        name, step = pipe.steps[-1]
+        key = f"{name}__bandwidth"
+        validate_data(self, X, skip_check_array=True)  # n_features_in_, feature_names_in_
+        inner = type(self)(**{**self.get_params(deep=False), "estimator": step})
+        Xt = X if len(pipe) == 1 else clone(pipe[:-1]).fit_transform(X, y, **routed.pre)
+        Xt, yt = inner._validate(Xt, y)
+        if not closed_form:  # preceding steps refitted on every split
+            candidates = inner._candidates(Xt, check_weights(routed.nw, Xt))
+            self._fit_grid_cv(X, y, candidates, routed.search)
+            return
+        # What make_pipeline(..., BandwidthSearchCV(step)) does: the preceding
+        # steps fitted once, the search on their output.
+        inner._scorer = inner._get_scorer()
+        bandwidth = inner._search(Xt, yt, routed.nw, routed.score)
+        for attr in ("best_score_", "n_iter_", "loss_curve_", "best_index_"):
+            if hasattr(inner, attr):
+                setattr(self, attr, getattr(inner, attr))
+        if hasattr(inner, "best_params_"):
+            self.best_params_ = {key: inner.best_params_["bandwidth"]}
+            results = inner.cv_results_
+            self.cv_results_ = {
+                "params": [{key: p["bandwidth"]} for p in results["params"]],
+                f"param_{key}": results["param_bandwidth"],
+                "mean_test_score": results["mean_test_score"],
+                "rank_test_score": results["rank_test_score"],
+            }
+        self.best_estimator_ = clone(pipe).set_params(**{key: bandwidth})
+        self.best_estimator_.fit(X, y, **routed.fit)
+
+    def _search(self, X, y, w_nw, w_score) -> np.ndarray:
+        """Closed-form leave-one-out search (grid or SGD); returns the bandwidth."""
+        if (w_nw is None) != (w_score is None):
+            raise ValueError(
+                "sample_weight reaches "
+                + ("the estimator's fit but not the scorer" if w_score is None else
+                   "the scorer but not the estimator's fit")
+                + "; the closed-form leave-one-out (cv='loo', method='sgd') weights its fits "
+                "and its scores alike. Request it for both or for neither (set_fit_request "
+                "and set_score_request on the estimator, set_score_request on a scorer), or "
+                "pass an integer cv."
+            )  # fmt: skip
+        Xu, yu, wu = _collapse(X, y, check_weights(w_nw, X))
+        if len(Xu) < 2:
+            raise ValueError(
+                "Leave-one-out needs at least 2 distinct training points with positive "
+                f"weight; got {len(Xu)} (1 sample)."
+            )
+        self._progress = _Progress(self.verbose)
+        try:
+            if self.verbose:
+                self._announce(len(X), Xu, yu, wu)
+            if self.method == "grid":
+                bandwidth = self._fit_grid_loo(Xu, yu, wu)
+            else:
+                bandwidth = self._fit_sgd(Xu, yu, wu)
+            if self.verbose:
+                unit = "candidates" if self.method == "grid" else "epochs"
+                _say(
+                    f"Done in {self._progress.elapsed():.1f} s ({self.n_iter_} {unit}): "
+                    f"bandwidth {_bandwidths(bandwidth, self.verbose)}, "
+                    f"score {self.best_score_:.6g}"
+                )
+        finally:
+            del self._progress
+        return bandwidth
+
+    def _announce(self, n_samples: int, Xu, yu, wu) -> None:
+        """Print the start line: the data, the work, the path, the neighbour search."""
+        if self.method == "grid":
+            candidates = self._candidates(Xu, wu)
+            first = candidates[0]
+            work = (
+                f"{len(candidates)} candidates, closed-form leave-one-out (method='grid', cv='loo')"
+            )
+        else:
+            first = self._base_bandwidth(Xu, wu)
+            work = f"at most {self.max_iter} epochs, leave-one-out loss by Adam (method='sgd')"
+        # An extra fit, for this line only: the search fits its own.
+        probe = clone(self.estimator).set_params(bandwidth=first).fit(Xu, yu, wu)
+        distinct = "" if len(Xu) == n_samples else f" ({len(Xu)} distinct)"
+        _say(
+            f"{n_samples} samples{distinct}, {Xu.shape[1]} features: {work}; "
+            f"backend {_backend(probe)}"
+        )
+
+    def _progress_groups(self, groups: list, candidates: list, scores: np.ndarray):
+        """Yield the groups of candidates; after each is scored, report it."""
+        done = 0
+        for group in groups:
+            yield group
+            index = group[2]
+            done += len(index)
+            if self.verbose >= 2:
+                for t in index:
+                    _say(
+                        f"candidate {t + 1}/{len(candidates)}: bandwidth "
+                        f"{_bandwidths(candidates[t], self.verbose)}, score {scores[t]:.6g}"
+                    )
+            self._progress.update(done, len(candidates), "candidates")
+
+    def _report_epoch(self, epoch: int, loss: float, bandwidth: np.ndarray) -> None:
+        if self.verbose >= 2:
+            _say(
+                f"epoch {epoch}: loss {loss:.6g}, bandwidth {_bandwidths(bandwidth, self.verbose)}"
+            )
+        # Early stopping may end the search before max_iter: the time left is a bound.
+        self._progress.update(epoch, self.max_iter, "epochs", bound=self.tol is not None)
 
     def _base_bandwidth(self, X: np.ndarray, w: np.ndarray) -> np.ndarray:
         rule = self.estimator.bandwidth
@@ -416,7 +698,9 @@ class BandwidthSearchCV(MetaEstimatorMixin, BaseEstimator):
         else:  # not multiples of one vector: distances per candidate
             groups = [(h, np.ones(1), np.array([t])) for t, h in enumerate(candidates)]
         scores = np.empty(len(candidates))
-        for base_bandwidth, group_factors, index in groups:
+        for base_bandwidth, group_factors, index in self._progress_groups(
+            groups, candidates, scores
+        ):
             base, P = self._loo_predictions(Xu, yu, wu, base_bandwidth, group_factors)
             for t, P_t in zip(index, P, strict=True):
                 scores[t] = self._score(base, P_t, yu, wu)
@@ -442,17 +726,17 @@ class BandwidthSearchCV(MetaEstimatorMixin, BaseEstimator):
         self.n_iter_ = len(candidates)
         return best
 
-    def _fit_grid_cv(self, X, y, w, weighted: bool) -> None:
-        candidates = self._candidates(X, w)
+    def _fit_grid_cv(self, X, y, candidates: list[np.ndarray], params: dict) -> None:
+        step = self.estimator.steps[-1][0] if isinstance(self.estimator, Pipeline) else None
         search = GridSearchCV(
             self.estimator,
-            {"bandwidth": candidates},
+            {"bandwidth" if step is None else f"{step}__bandwidth": candidates},
             scoring=self._scorer,
             cv=self.cv,
             n_jobs=self.n_jobs,
             verbose=self.verbose,
         )
-        search.fit(X, y, **({"sample_weight": w} if weighted else {}))
+        search.fit(X, y, **params)
         for name in (
             "cv_results_",
             "best_estimator_",
@@ -495,9 +779,7 @@ class BandwidthSearchCV(MetaEstimatorMixin, BaseEstimator):
                 theta = np.clip(theta - self.learning_rate * update, -_MAX_LOG_STEP, _MAX_LOG_STEP)
             epoch_loss /= wu.sum()
             self.loss_curve_.append(epoch_loss)
-            if self.verbose:
-                h = h0 * np.exp(theta)
-                print(f"Epoch {epoch}, LOO loss = {epoch_loss:.6g}, bandwidth = {h}")  # noqa: T201
+            self._report_epoch(epoch, epoch_loss, h0 * np.exp(theta))
             if self.tol is not None:
                 stall = stall + 1 if epoch_loss > best_loss - self.tol * abs(best_loss) else 0
                 best_loss = min(best_loss, epoch_loss)
@@ -605,7 +887,36 @@ class BandwidthSearchCV(MetaEstimatorMixin, BaseEstimator):
             ``best_estimator_.score(X, y, sample_weight)``.
         """
         check_is_fitted(self)
-        return self.best_estimator_.score(X, y, sample_weight=sample_weight)
+        if not _routing_enabled():
+            return self.best_estimator_.score(X, y, sample_weight=sample_weight)
+        given = {} if sample_weight is None else {"sample_weight": sample_weight}
+        routed = process_routing(self, "score", **given)
+        return self.best_estimator_.score(X, y, **routed.estimator.score)
+
+    def get_metadata_routing(self) -> MetadataRouter:
+        """Get the metadata routing of this object.
+
+        ``fit``'s metadata goes to the estimator's ``fit`` and to the scorer
+        (the default scorer asks for what the estimator's ``score`` asks for),
+        ``score``'s to the estimator's ``score``.
+
+        Returns
+        -------
+        routing : MetadataRouter
+            The routing information.
+        """
+        router = MetadataRouter(owner=type(self).__name__)
+        router.add(
+            estimator=self.estimator,
+            method_mapping=MethodMapping()
+            .add(caller="fit", callee="fit")
+            .add(caller="score", callee="score"),
+        )
+        router.add(
+            scorer=self._get_scorer(),
+            method_mapping=MethodMapping().add(caller="fit", callee="score"),
+        )
+        return router
 
     @property
     def classes_(self) -> np.ndarray:

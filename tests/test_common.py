@@ -1,6 +1,8 @@
 """Every scikit-learn estimator check, for both estimators and every kernel."""
 
 import pytest
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import MinMaxScaler, StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skl_nw import BandwidthSearchCV, NadarayaWatsonRegressor, ParzenClassifier
@@ -14,6 +16,14 @@ ESTIMATORS = [
     BandwidthSearchCV(cls(), method=method)
     for cls in (NadarayaWatsonRegressor, ParzenClassifier)
     for method in ("grid", "sgd")
+]
+# A pipeline ending in one of ours: its last step's bandwidth is searched.  Scalers
+# that refuse sparse input with a TypeError, as scikit-learn 1.6's sparse check expects.
+ESTIMATORS += [
+    BandwidthSearchCV(make_pipeline(MinMaxScaler(), NadarayaWatsonRegressor())),
+    BandwidthSearchCV(
+        make_pipeline(StandardScaler(with_mean=False), ParzenClassifier()), method="sgd"
+    ),
 ]
 
 
