@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import time
 import warnings
-from copy import deepcopy
 from numbers import Integral, Real
-from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.stats import rankdata
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, _fit_context, clone, is_classifier
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.metrics import check_scoring, get_scorer, get_scorer_names
+from sklearn.metrics import check_scoring, get_scorer_names
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import Pipeline
-from sklearn.utils import check_random_state, get_tags
+from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.metadata_routing import (
     UNUSED,
@@ -26,11 +23,28 @@ from sklearn.utils.metadata_routing import (
     get_routing_for_object,
     process_routing,
 )
-from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, has_fit_parameter, validate_data
+from sklearn.utils.validation import has_fit_parameter, validate_data
 
-from ._estimators import _NWBase, check_weights, rule_of_thumb
+from ._base import check_weights, rule_of_thumb
+from ._search_support import (
+    _ESTIMATOR_ERROR,
+    PROBA_FLOOR,
+    _backend,
+    _bandwidths,
+    _collapse,
+    _DefaultScorer,
+    _Delegation,
+    _log_loss,
+    _LOOClassifier,
+    _LOORegressor,
+    _nw_step,
+    _Progress,
+    _Routed,
+    _say,
+    _squared_error,
+    loo_base,
+)
 
 __all__ = ["BandwidthSearchCV"]
 
@@ -42,196 +56,9 @@ _DEFAULT_FACTORS = 2.0 ** (np.arange(-22, 18) / 4)
 # log-bandwidths may move this far from their start (e^40 ~ 2e17): unbounded in
 # practice, yet every scaled coordinate stays finite.
 _MAX_LOG_STEP = 40.0
-# Probabilities below this are clipped in the log-loss, as sklearn.metrics.log_loss does.
-_PROBA_FLOOR = np.finfo(np.float64).eps
-# verbose=1 prints at most one progress line per this many seconds (tests set it to 0).
-_PROGRESS_INTERVAL = 5.0
-
-_ESTIMATOR_ERROR = (
-    "estimator must be a NadarayaWatsonRegressor, a ParzenClassifier, or a Pipeline whose "
-    "last step is one; got {}. To tune a bandwidth after preprocessing, pass "
-    "make_pipeline(StandardScaler(), NadarayaWatsonRegressor()) or put BandwidthSearchCV "
-    "last in the pipeline."
-)
 
 
-def _nw_step(estimator):
-    """Return the Nadaraya–Watson estimator searched: ``estimator`` or its pipeline's last step.
-
-    None when there is none (any other estimator, or a pipeline not ending in one).
-    """
-    if isinstance(estimator, Pipeline) and estimator.steps:
-        estimator = estimator.steps[-1][1]
-    return estimator if isinstance(estimator, _NWBase) else None
-
-
-def _say(message: str) -> None:
-    print(f"[BandwidthSearchCV] {message}", flush=True)  # noqa: T201
-
-
-def _bandwidths(h: np.ndarray, verbose: int) -> str:
-    """Format bandwidths for a progress line: their range, or every entry at verbose >= 3."""
-    if verbose >= 3:
-        return "[" + ", ".join(f"{v:.4g}" for v in h) + "]"
-    low, high = float(np.min(h)), float(np.max(h))
-    return f"{low:.4g}" if low == high else f"{low:.4g}..{high:.4g}"
-
-
-def _backend(estimator) -> str:
-    """Name the neighbour search a fitted estimator uses, from its public ``tree_``."""
-    tree = estimator.tree_
-    if tree is None:
-        return "brute force"
-    return type(tree[0] if isinstance(tree, list) else tree).__name__
-
-
-class _Progress:
-    """The clock of one search and its throttled progress lines (verbose >= 1)."""
-
-    def __init__(self, verbose: int):
-        self.verbose = verbose
-        self.start = self.last = time.monotonic()
-
-    def update(self, done: int, total: int, unit: str, bound: bool = False) -> None:
-        """Report ``done`` of ``total`` units, at most once per ``_PROGRESS_INTERVAL``."""
-        now = time.monotonic()
-        if self.verbose < 1 or done >= total or now - self.last < _PROGRESS_INTERVAL:
-            return
-        self.last = now
-        elapsed = now - self.start
-        left = elapsed * (total - done) / done
-        _say(
-            f"{done}/{total} {unit} ({done / total:.0%}), {elapsed:.1f} s elapsed, "
-            f"about {left:.1f} s left{' at most' if bound else ''}"
-        )
-
-    def elapsed(self) -> float:
-        return time.monotonic() - self.start
-
-
-class _DefaultScorer:
-    """The default score, asking for the metadata the estimator's ``score`` asks for.
-
-    Negative mean squared error for regressors, negative log-loss for
-    classifiers.  Like scikit-learn's default scorer (``estimator.score``), it
-    routes as the estimator's ``set_score_request`` says, so metadata routing
-    never needs a request on a scorer that the user cannot reach.
-    """
-
-    def __init__(self, estimator):
-        self.estimator = estimator
-        classifier = is_classifier(estimator)
-        self.scorer = get_scorer("neg_log_loss" if classifier else "neg_mean_squared_error")
-
-    def __call__(self, estimator, X, y_true, sample_weight=None):
-        weights = {} if sample_weight is None else {"sample_weight": sample_weight}
-        return self.scorer(estimator, X, y_true, **weights)
-
-    def __repr__(self) -> str:
-        return f"{self.scorer!r} as {type(self.estimator).__name__}.score"
-
-    def get_metadata_routing(self):
-        return get_routing_for_object(self.estimator)
-
-
-class _Routed(NamedTuple):
-    """Where ``fit``'s ``sample_weight`` goes."""
-
-    fit: dict  # to the estimator's (or the pipeline's) fit
-    search: dict  # to GridSearchCV.fit
-    nw: np.ndarray | None  # the Nadaraya–Watson estimator's fit weights
-    score: np.ndarray | None  # the scorer's weights
-    pre: dict  # to the pipeline's preceding steps (fit_transform)
-
-
-def _estimator_has(attr: str):
-    """Whether the fitted best estimator, or else the wrapped one, has ``attr``."""
-
-    def check(self):
-        if hasattr(self, "best_estimator_"):
-            return hasattr(self.best_estimator_, attr)
-        return hasattr(self.estimator, attr)
-
-    return check
-
-
-class _LOORegressor(BaseEstimator):
-    """Identity 'estimator' that lets any scorer score precomputed predictions."""
-
-    def predict(self, P):
-        return P
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.estimator_type = "regressor"
-        return tags
-
-
-class _LOOClassifier(BaseEstimator):
-    """Identity classifier: ``predict_proba`` returns the given probabilities."""
-
-    def __init__(self, classes):
-        self.classes = classes
-        self.classes_ = classes
-
-    def predict_proba(self, P):
-        # Pooled one-hot rows sum to 1 up to rounding; metrics reject 1 + 1e-16.
-        return np.clip(P, 0.0, 1.0)
-
-    def predict_log_proba(self, P):
-        return np.log(np.maximum(P, _PROBA_FLOOR))
-
-    def predict(self, P):
-        return self.classes_[np.argmax(P, axis=1)]
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.estimator_type = "classifier"
-        return tags
-
-
-def _squared_error(Y: np.ndarray):
-    def loss(P, rows):
-        residual = P - Y[rows]
-        k = Y.shape[1]
-        return (residual**2).sum(axis=1) / k, 2.0 * residual / k
-
-    return loss
-
-
-def _log_loss(Y: np.ndarray):
-    labels = np.argmax(Y, axis=1)
-
-    def loss(P, rows):
-        idx = np.arange(len(rows))
-        p = np.maximum(P[idx, labels[rows]], _PROBA_FLOOR)
-        R = np.zeros_like(P)
-        R[idx, labels[rows]] = -1.0 / p
-        return -np.log(p), R
-
-    return loss
-
-
-def _collapse(X: np.ndarray, y: np.ndarray, w: np.ndarray):
-    """Merge identical (x, y) rows, summing their weights; drop zero weights.
-
-    With frequency weights a row of weight 3 *is* three identical rows, so the
-    leave-one-out loss must leave identical rows out together
-    (leave-one-location-out); merging them first makes integer weights and
-    repeated rows give the same data, and stops exact duplicates from pulling
-    the bandwidth to 0.
-    """
-    keep = w > 0
-    X, y, w = X[keep], y[keep], w[keep]
-    # Labels may be strings (object arrays have no row-wise unique): code them first.
-    _, codes = np.unique(y, return_inverse=True, **({"axis": 0} if y.ndim > 1 else {}))
-    key = np.column_stack([X, codes.reshape(len(X), -1)])
-    _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
-    weights = np.bincount(inverse.ravel(), weights=w, minlength=len(first))
-    return X[first], y[first], weights
-
-
-class BandwidthSearchCV(MetaEstimatorMixin, BaseEstimator):
+class BandwidthSearchCV(_Delegation, MetaEstimatorMixin, BaseEstimator):
     """Select the bandwidths of a Nadaraya–Watson estimator by cross-validation.
 
     Three routes to the same goal, all minimising an honest out-of-sample
@@ -578,11 +405,11 @@ class BandwidthSearchCV(MetaEstimatorMixin, BaseEstimator):
             )
         self._progress = _Progress(self.verbose)
         try:
-            if self.verbose:
-                self._announce(len(X), Xu, yu, wu)
             if self.method == "grid":
-                bandwidth = self._fit_grid_loo(Xu, yu, wu)
+                bandwidth = self._fit_grid_loo(Xu, yu, wu, len(X))
             else:
+                # The gradient passes run on brute force, whatever the estimator's algorithm.
+                self._announce(len(X), Xu, wu, "brute force")
                 bandwidth = self._fit_sgd(Xu, yu, wu)
             if self.verbose:
                 unit = "candidates" if self.method == "grid" else "epochs"
@@ -595,24 +422,17 @@ class BandwidthSearchCV(MetaEstimatorMixin, BaseEstimator):
             del self._progress
         return bandwidth
 
-    def _announce(self, n_samples: int, Xu, yu, wu) -> None:
+    def _announce(self, n_samples: int, Xu, wu, backend: str) -> None:
         """Print the start line: the data, the work, the path, the neighbour search."""
+        if not self.verbose:
+            return
         if self.method == "grid":
-            candidates = self._candidates(Xu, wu)
-            first = candidates[0]
-            work = (
-                f"{len(candidates)} candidates, closed-form leave-one-out (method='grid', cv='loo')"
-            )
+            n_candidates = len(self._candidates(Xu, wu))
+            work = f"{n_candidates} candidates, closed-form leave-one-out (method='grid', cv='loo')"
         else:
-            first = self._base_bandwidth(Xu, wu)
             work = f"at most {self.max_iter} epochs, leave-one-out loss by Adam (method='sgd')"
-        # An extra fit, for this line only: the search fits its own.
-        probe = clone(self.estimator).set_params(bandwidth=first).fit(Xu, yu, wu)
         distinct = "" if len(Xu) == n_samples else f" ({len(Xu)} distinct)"
-        _say(
-            f"{n_samples} samples{distinct}, {Xu.shape[1]} features: {work}; "
-            f"backend {_backend(probe)}"
-        )
+        _say(f"{n_samples} samples{distinct}, {Xu.shape[1]} features: {work}; backend {backend}")
 
     def _progress_groups(self, groups: list, candidates: list, scores: np.ndarray):
         """Yield the groups of candidates; after each is scored, report it."""
@@ -672,7 +492,7 @@ class BandwidthSearchCV(MetaEstimatorMixin, BaseEstimator):
             # validates its inputs on every call, a sixth of a small grid's time.
             if classifier:
                 p = P[np.arange(len(P)), np.searchsorted(base.classes_, y)]
-                p = np.clip(p, _PROBA_FLOOR, 1 - _PROBA_FLOOR)
+                p = np.clip(p, PROBA_FLOOR, 1 - PROBA_FLOOR)
                 return float(np.average(np.log(p), weights=w))
             Y = y.reshape(len(y), -1)
             return -float(np.average((P - Y) ** 2, axis=0, weights=w).mean())
@@ -681,12 +501,18 @@ class BandwidthSearchCV(MetaEstimatorMixin, BaseEstimator):
         P = P[:, 0] if y.ndim == 1 else P
         return float(self._scorer(_LOORegressor(), P, y, sample_weight=w))
 
-    def _loo_predictions(self, Xu, yu, wu, base_bandwidth, factors):
-        """Leave-one-out predictions for ``factor * base_bandwidth``, rows in training order."""
-        base = clone(self.estimator).set_params(bandwidth=base_bandwidth).fit(Xu, yu, wu)
+    def _loo_predictions(self, Xu, yu, wu, base_bandwidth, factors, announce=None):
+        """Leave-one-out predictions for ``factor * base_bandwidth``, rows in training order.
+
+        ``announce`` (the number of samples) prints the start line once the
+        backend is chosen.
+        """
+        base = loo_base(self.estimator, Xu, yu, wu, base_bandwidth, factors, self.n_jobs)
+        if announce is not None:
+            self._announce(announce, Xu, wu, _backend(base))
         return base, base._leave_one_out().predictions(factors, n_jobs=self.n_jobs)
 
-    def _fit_grid_loo(self, Xu, yu, wu) -> np.ndarray:
+    def _fit_grid_loo(self, Xu, yu, wu, n_samples: int) -> np.ndarray:
         candidates = self._candidates(Xu, wu)
         first = candidates[0]
         factors = np.array([h[0] / first[0] for h in candidates])
@@ -698,10 +524,11 @@ class BandwidthSearchCV(MetaEstimatorMixin, BaseEstimator):
         else:  # not multiples of one vector: distances per candidate
             groups = [(h, np.ones(1), np.array([t])) for t, h in enumerate(candidates)]
         scores = np.empty(len(candidates))
-        for base_bandwidth, group_factors, index in self._progress_groups(
-            groups, candidates, scores
+        for i, (base_bandwidth, group_factors, index) in enumerate(
+            self._progress_groups(groups, candidates, scores)
         ):
-            base, P = self._loo_predictions(Xu, yu, wu, base_bandwidth, group_factors)
+            announce = n_samples if i == 0 else None
+            base, P = self._loo_predictions(Xu, yu, wu, base_bandwidth, group_factors, announce)
             for t, P_t in zip(index, P, strict=True):
                 scores[t] = self._score(base, P_t, yu, wu)
         if not np.isfinite(scores).any():
@@ -799,100 +626,6 @@ class BandwidthSearchCV(MetaEstimatorMixin, BaseEstimator):
         self.best_score_ = self._score(base, P[0], yu, wu)
         return bandwidth
 
-    # ----------------------------------------------------------- delegation
-    @available_if(_estimator_has("predict"))
-    def predict(self, X: ArrayLike) -> np.ndarray:
-        """Predict with the best estimator.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_queries, n_features)
-            Queries.
-
-        Returns
-        -------
-        ndarray
-            ``best_estimator_.predict(X)``.
-        """
-        check_is_fitted(self)
-        return self.best_estimator_.predict(X)
-
-    @available_if(_estimator_has("predict_proba"))
-    def predict_proba(self, X: ArrayLike) -> np.ndarray:
-        """Class probabilities from the best estimator.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_queries, n_features)
-            Queries.
-
-        Returns
-        -------
-        ndarray of shape (n_queries, n_classes)
-            ``best_estimator_.predict_proba(X)``.
-        """
-        check_is_fitted(self)
-        return self.best_estimator_.predict_proba(X)
-
-    @available_if(_estimator_has("predict_log_proba"))
-    def predict_log_proba(self, X: ArrayLike) -> np.ndarray:
-        """Log class probabilities from the best estimator.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_queries, n_features)
-            Queries.
-
-        Returns
-        -------
-        ndarray of shape (n_queries, n_classes)
-            ``best_estimator_.predict_log_proba(X)``.
-        """
-        check_is_fitted(self)
-        return self.best_estimator_.predict_log_proba(X)
-
-    @available_if(_estimator_has("attention_weights"))
-    def attention_weights(self, X: ArrayLike) -> np.ndarray:
-        """Attention weights of the best estimator.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_queries, n_features)
-            Queries.
-
-        Returns
-        -------
-        ndarray of shape (n_queries, n_samples_fit)
-            ``best_estimator_.attention_weights(X)``.
-        """
-        check_is_fitted(self)
-        return self.best_estimator_.attention_weights(X)
-
-    @available_if(_estimator_has("score"))
-    def score(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> float:
-        """Score of the best estimator (R² for regressors, accuracy for classifiers).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_queries, n_features)
-            Queries.
-        y : array-like of shape (n_queries,) or (n_queries, n_targets)
-            True targets or labels.
-        sample_weight : array-like of shape (n_queries,), default=None
-            Sample weights.
-
-        Returns
-        -------
-        float
-            ``best_estimator_.score(X, y, sample_weight)``.
-        """
-        check_is_fitted(self)
-        if not _routing_enabled():
-            return self.best_estimator_.score(X, y, sample_weight=sample_weight)
-        given = {} if sample_weight is None else {"sample_weight": sample_weight}
-        routed = process_routing(self, "score", **given)
-        return self.best_estimator_.score(X, y, **routed.estimator.score)
-
     def get_metadata_routing(self) -> MetadataRouter:
         """Get the metadata routing of this object.
 
@@ -917,19 +650,3 @@ class BandwidthSearchCV(MetaEstimatorMixin, BaseEstimator):
             method_mapping=MethodMapping().add(caller="fit", callee="score"),
         )
         return router
-
-    @property
-    def classes_(self) -> np.ndarray:
-        """Class labels of the best estimator (classifiers only)."""
-        check_is_fitted(self)
-        return self.best_estimator_.classes_
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        sub = get_tags(self.estimator)
-        tags.estimator_type = sub.estimator_type
-        tags.classifier_tags = deepcopy(sub.classifier_tags)
-        tags.regressor_tags = deepcopy(sub.regressor_tags)
-        tags.target_tags = deepcopy(sub.target_tags)
-        tags.input_tags = deepcopy(sub.input_tags)
-        return tags

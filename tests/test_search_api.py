@@ -21,7 +21,7 @@ from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.metadata_routing import get_routing_for_object
 
-import skl_nw._search
+import skl_nw._search_support
 from skl_nw import BandwidthSearchCV, NadarayaWatsonRegressor, ParzenClassifier
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -295,7 +295,7 @@ def test_verbose_0_is_silent(rng, capsys, method):
 
 @pytest.mark.parametrize("verbose", [1, 2, 3])
 def test_verbose_grid(rng, capsys, monkeypatch, verbose):
-    monkeypatch.setattr(skl_nw._search, "_PROGRESS_INTERVAL", 0.0)
+    monkeypatch.setattr(skl_nw._search_support, "PROGRESS_INTERVAL", 0.0)
     X, y, _ = _data(rng)
     # not multiples of one vector: one engine call, and one progress step, per candidate
     bandwidths = [0.2, np.array([0.3, 20.0]), 0.5, np.array([0.6, 30.0])]
@@ -330,7 +330,7 @@ def test_verbose_grid(rng, capsys, monkeypatch, verbose):
 
 @pytest.mark.parametrize("verbose", [1, 2, 3])
 def test_verbose_sgd(rng, capsys, monkeypatch, verbose):
-    monkeypatch.setattr(skl_nw._search, "_PROGRESS_INTERVAL", 0.0)
+    monkeypatch.setattr(skl_nw._search_support, "PROGRESS_INTERVAL", 0.0)
     X, y, _ = _data(rng)
     params = {**SGD, "tol": None, "max_iter": 6}
     search = BandwidthSearchCV(NadarayaWatsonRegressor(), verbose=verbose, **params).fit(X, y)

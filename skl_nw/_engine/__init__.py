@@ -66,8 +66,8 @@ def pool(Q, train: TrainSet, kernel: Kernel, *, values=None, fallback="nearest",
     return sums.ratios()[:, 0]
 
 
-def loo_pool(train: TrainSet, kernel: Kernel, factors, *, values=None, fallback="nearest",
-             options: Options = Options()) -> np.ndarray:  # noqa: B008  # fmt: skip
+def loo_pool(train: TrainSet, kernel: Kernel, factors, *, values=None, rows=None,
+             fallback="nearest", options: Options = Options()) -> np.ndarray:  # noqa: B008  # fmt: skip
     """Closed-form leave-one-out pooling for several bandwidth multiples at once: (F, n, k).
 
     With full-sample sums ``D_i = sum_k w_k K_ik`` and ``S_i = sum_k w_k K_ik V_k``
@@ -77,10 +77,11 @@ def loo_pool(train: TrainSet, kernel: Kernel, factors, *, values=None, fallback=
     by index.  For bandwidth ``f * h`` the squared scaled distances are those
     at ``h`` divided by ``f^2``, so each chunk computes its distances (or its
     tree neighbourhoods, at the widest ``f``) once for every multiple, as
-    RidgeCV reuses one decomposition for every alpha.
+    RidgeCV reuses one decomposition for every alpha.  ``rows`` (caller
+    order) computes only those training rows' predictions.
     """
     sums = kernel_sums(None, train, kernel, values=values, factors=factors, loo=True,
-                       fallback=fallback, options=options)  # fmt: skip
+                       rows=rows, fallback=fallback, options=options)  # fmt: skip
     return sums.ratios().transpose(1, 0, 2)
 
 
@@ -172,8 +173,10 @@ class LeaveOneOut:
 
     * ``targets``: (n, k) array, caller order: what the leave-one-out
       predictions estimate (targets, or one-hot labels);
-    * ``predictions(factors, n_jobs)``: (F, n, k) closed-form leave-one-out
-      predictions at bandwidths ``factor * bandwidth_`` (caller order);
+    * ``predictions(factors, n_jobs=None, rows=None)``: (F, n, k) closed-form
+      leave-one-out predictions at bandwidths ``factor * bandwidth_`` (caller
+      order), or (F, len(rows), k) at the training ``rows`` only (what the
+      search times to choose the backend);
     * ``loss_grad(log_factors, rows, loss_fn, row_weights)``: the
       leave-one-out loss at training ``rows`` for the bandwidths
       ``exp(log_factors) * bandwidth_`` and its gradient in ``log_factors``
@@ -187,10 +190,11 @@ class LeaveOneOut:
         self.train, self.kernel, self.fallback, self.rtol = train, kernel, fallback, rtol
         self.targets = train.to_caller(train.values)
 
-    def predictions(self, factors, n_jobs=None) -> np.ndarray:
-        """Leave-one-out predictions at every training point, per bandwidth multiple."""
+    def predictions(self, factors, n_jobs=None, rows=None) -> np.ndarray:
+        """Leave-one-out predictions at the training points, per bandwidth multiple."""
         options = Options(rtol=self.rtol, n_jobs=n_jobs)
-        return loo_pool(self.train, self.kernel, factors, fallback=self.fallback, options=options)
+        return loo_pool(self.train, self.kernel, factors, rows=rows, fallback=self.fallback,
+                        options=options)  # fmt: skip
 
     def loss_grad(
         self,

@@ -77,23 +77,31 @@ def map_chunks(
     rows: int,
     workers: int,
     out: np.ndarray | None = None,
+    rows_of_train: np.ndarray | None = None,
 ) -> list | np.ndarray:
     """Apply ``fn(chunk, Q[chunk] - center)`` over chunks of ``rows`` queries, in threads.
 
     ``Q=None`` queries the (already centred) stored training points
-    themselves.  The results fill ``out[chunk]`` if given, else come back as a
-    list in order.  BLAS runs single-threaded inside: the products of a chunk
-    are thin (inner dimension d + 2) and short, and BLAS threads would spin
-    against the exponential pass and against our own worker threads.
+    themselves: all of them, or the stored rows ``rows_of_train``.  The
+    results fill ``out[chunk]`` if given, else come back as a list in order.
+    BLAS runs single-threaded inside: the products of a chunk are thin (inner
+    dimension d + 2) and short, and BLAS threads would spin against the
+    exponential pass and against our own worker threads.
     """
-    m = train.n_samples if Q is None else Q.shape[0]
+    if Q is None:
+        m = train.n_samples if rows_of_train is None else len(rows_of_train)
+    else:
+        m = Q.shape[0]
     slices = [slice(start, min(start + rows, m)) for start in range(0, m, rows)]
     results = [None] * len(slices)
 
     def run(indices):
         for i in indices:
             chunk = slices[i]
-            Qc = train.X[chunk] if Q is None else Q[chunk] - train.center
+            if Q is not None:
+                Qc = Q[chunk] - train.center
+            else:
+                Qc = train.X[chunk] if rows_of_train is None else train.X[rows_of_train[chunk]]
             results[i] = fn(chunk, Qc)
             if out is not None:
                 out[chunk] = results[i]

@@ -88,9 +88,11 @@ def unit_values(V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 class _Plan:
     """What every chunk of one :func:`kernel_sums` call shares."""
 
-    def __init__(self, train, kernel, V, powers, factors, grouped, loo, fallback):
+    def __init__(self, train, kernel, V, powers, factors, grouped, loo, fallback, rows=None):
         self.train, self.kernel, self.V = train, kernel, V
         self.powers, self.factors, self.loo, self.fallback = powers, factors, loo, fallback
+        # The stored index of each query that is a training row (Q=None).
+        self.rows = np.arange(train.n_samples) if rows is None else rows
         if not set(powers) <= {1, 2, "ds"} or ("ds" in powers and 1 not in powers):
             raise ValueError(f"powers must hold 1, 2 or 'ds', and 1 with 'ds'; got {powers}.")
         # The powers whose weight sums are positive: they tell an underflowed row.
@@ -171,7 +173,7 @@ def _dlog(kernel: Kernel, s: np.ndarray) -> np.ndarray:
 def _dense_sums(plan: _Plan, chunk: slice, Qc: np.ndarray):
     train, kernel = plan.train, plan.kernel
     m = len(Qc)
-    own = np.arange(chunk.start, chunk.stop) if plan.loo else None
+    own = plan.rows[chunk] if plan.loo else None
     out = plan.empty(m)
     fast = plan.fast_sums(Qc, own)
     S = None
@@ -207,7 +209,7 @@ def _tree_sums(plan: _Plan, chunk: slice, Qc: np.ndarray, margins):
     per neighbour (measured: a sixth of a tree predict at n = 1e6).
     """
     train, kernel, m = plan.train, plan.kernel, len(Qc)
-    own = np.arange(chunk.start, chunk.stop) if plan.loo else None
+    own = plan.rows[chunk] if plan.loo else None
     nb = _tree.Neighbours(Qc, train, kernel, margins, plan.factors, own)
     out = plan.empty(m)
     for f, factor in enumerate(plan.factors):
@@ -244,23 +246,24 @@ def _tree_sums(plan: _Plan, chunk: slice, Qc: np.ndarray, margins):
 
 
 def run_chunks(Q, train: TrainSet, kernel: Kernel, options: Options, *, dense, tree,
-               out=None, factor: float = 1.0):  # fmt: skip
+               out=None, factor: float = 1.0, rows=None):  # fmt: skip
     """Map ``dense(chunk, Qc)`` or ``tree(chunk, Qc, margins)`` over query chunks.
 
     The one dispatch between the tree and the brute-force paths: chunk sizes
     come from the memory budget, for trees from the neighbour counts of a
     probe of the queries (at bandwidth multiple ``factor``, the widest used).
+    ``Q=None`` queries the stored training rows ``rows`` (all if None).
     """
     workers, mib = budget(options)
     if not train.trees:
-        rows = _dense.dense_chunk_rows(train.n_samples, mib)
-        return map_chunks(dense, Q, train, rows, workers, out)
+        chunk = _dense.dense_chunk_rows(train.n_samples, mib)
+        return map_chunks(dense, Q, train, chunk, workers, out, rows)
     margins = _tree.margins(train, options.rtol)
-    source = train.X if Q is None else Q
+    source = (train.X if rows is None else train.X[rows]) if Q is None else Q
     probe = source[:: max(1, len(source) // _tree.PROBE_QUERIES)][: _tree.PROBE_QUERIES]
     probe = probe if Q is None else probe - train.center
-    rows = _tree.tree_chunk_rows(probe, train, kernel, margins, mib, factor)
-    return map_chunks(lambda c, Qc: tree(c, Qc, margins), Q, train, rows, workers, out)
+    chunk = _tree.tree_chunk_rows(probe, train, kernel, margins, mib, factor)
+    return map_chunks(lambda c, Qc: tree(c, Qc, margins), Q, train, chunk, workers, out, rows)
 
 
 def kernel_sums(
@@ -273,6 +276,7 @@ def kernel_sums(
     factors: tuple[float, ...] | np.ndarray = (1.0,),
     grouped: bool = False,
     loo: bool = False,
+    rows: np.ndarray | None = None,
     fallback: str = "nearest",
     options: Options = Options(),  # noqa: B008 - frozen
 ) -> KernelSums:
@@ -300,6 +304,9 @@ def kernel_sums(
         over every row.
     loo : bool, default=False
         With ``Q=None``: drop each training row from its own sums, by index.
+    rows : ndarray of int, default=None
+        With ``Q=None``: query only these training rows (caller order); the
+        result has one row per entry.
     fallback : {"nearest", "nan"}, default="nearest"
         Queries with no point of positive weight inside a compact kernel's
         support: the nearest point(s) count with ``K = 1`` (the ``h -> 0``
@@ -313,19 +320,23 @@ def kernel_sums(
         V = train.to_stored(np.asarray(values).reshape(train.n_samples, -1))
     V, scale = unit_values(V)
     factors = tuple(float(f) for f in factors)
-    plan = _Plan(train, kernel, V, tuple(powers), factors, grouped, loo, fallback)
-    m = train.n_samples if Q is None else len(Q)
+    stored = None
+    if Q is None and rows is not None:
+        rows = np.asarray(rows, dtype=np.intp)
+        stored = rows if train.inverse is None else train.inverse[rows]
+    plan = _Plan(train, kernel, V, tuple(powers), factors, grouped, loo, fallback, stored)
+    m = len(plan.rows) if Q is None else len(Q)
     shift, log_scale, scaled = plan.empty(m)
     parts = run_chunks(
         Q, train, kernel, options,
         dense=lambda c, Qc: _dense_sums(plan, c, Qc),
         tree=lambda c, Qc, margins: _tree_sums(plan, c, Qc, margins),
-        factor=max(factors),
+        factor=max(factors), rows=stored,
     )  # fmt: skip
     for chunk_result, start in zip(parts, _starts(parts), strict=True):
         stop = start + len(chunk_result[0])
         shift[start:stop], log_scale[start:stop], scaled[start:stop] = chunk_result
-    if Q is None:
+    if Q is None and rows is None:
         shift, log_scale, scaled = (train.to_caller(a) for a in (shift, log_scale, scaled))
     return KernelSums(shift, log_scale, scaled, np.append(scale, 1.0), plan.powers)
 

@@ -1,0 +1,377 @@
+"""What BandwidthSearchCV uses besides its class.
+
+Estimators that score precomputed predictions, losses, the merging of repeated
+rows, progress lines, scorer and routing helpers, and the measured choice of
+the leave-one-out backend.
+"""
+
+from __future__ import annotations
+
+import time
+from copy import deepcopy
+from typing import NamedTuple
+
+import numpy as np
+from numpy.typing import ArrayLike
+from sklearn.base import BaseEstimator, clone, is_classifier
+from sklearn.metrics import get_scorer
+from sklearn.pipeline import Pipeline
+from sklearn.utils import get_tags
+from sklearn.utils.metadata_routing import (
+    _routing_enabled,
+    get_routing_for_object,
+    process_routing,
+)
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.validation import check_is_fitted
+
+from ._base import _NWBase
+
+# Probabilities below this are clipped in the log-loss, as sklearn.metrics.log_loss does.
+PROBA_FLOOR = np.finfo(np.float64).eps
+# verbose=1 prints at most one progress line per this many seconds (tests set it to 0).
+PROGRESS_INTERVAL = 5.0
+
+_ESTIMATOR_ERROR = (
+    "estimator must be a NadarayaWatsonRegressor, a ParzenClassifier, or a Pipeline whose "
+    "last step is one; got {}. To tune a bandwidth after preprocessing, pass "
+    "make_pipeline(StandardScaler(), NadarayaWatsonRegressor()) or put BandwidthSearchCV "
+    "last in the pipeline."
+)
+
+
+def _nw_step(estimator):
+    """Return the Nadaraya–Watson estimator searched: ``estimator`` or its pipeline's last step.
+
+    None when there is none (any other estimator, or a pipeline not ending in one).
+    """
+    if isinstance(estimator, Pipeline) and estimator.steps:
+        estimator = estimator.steps[-1][1]
+    return estimator if isinstance(estimator, _NWBase) else None
+
+
+def _say(message: str) -> None:
+    print(f"[BandwidthSearchCV] {message}", flush=True)  # noqa: T201
+
+
+def _bandwidths(h: np.ndarray, verbose: int) -> str:
+    """Format bandwidths for a progress line: their range, or every entry at verbose >= 3."""
+    if verbose >= 3:
+        return "[" + ", ".join(f"{v:.4g}" for v in h) + "]"
+    low, high = float(np.min(h)), float(np.max(h))
+    return f"{low:.4g}" if low == high else f"{low:.4g}..{high:.4g}"
+
+
+def _backend(estimator) -> str:
+    """Name the neighbour search a fitted estimator uses, from its public ``tree_``."""
+    tree = estimator.tree_
+    if tree is None:
+        return "brute force"
+    return type(tree[0] if isinstance(tree, list) else tree).__name__
+
+
+class _Progress:
+    """The clock of one search and its throttled progress lines (verbose >= 1)."""
+
+    def __init__(self, verbose: int):
+        self.verbose = verbose
+        self.start = self.last = time.monotonic()
+
+    def update(self, done: int, total: int, unit: str, bound: bool = False) -> None:
+        """Report ``done`` of ``total`` units, at most once per ``PROGRESS_INTERVAL``."""
+        now = time.monotonic()
+        if self.verbose < 1 or done >= total or now - self.last < PROGRESS_INTERVAL:
+            return
+        self.last = now
+        elapsed = now - self.start
+        left = elapsed * (total - done) / done
+        _say(
+            f"{done}/{total} {unit} ({done / total:.0%}), {elapsed:.1f} s elapsed, "
+            f"about {left:.1f} s left{' at most' if bound else ''}"
+        )
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+
+class _DefaultScorer:
+    """The default score, asking for the metadata the estimator's ``score`` asks for.
+
+    Negative mean squared error for regressors, negative log-loss for
+    classifiers.  Like scikit-learn's default scorer (``estimator.score``), it
+    routes as the estimator's ``set_score_request`` says, so metadata routing
+    never needs a request on a scorer that the user cannot reach.
+    """
+
+    def __init__(self, estimator):
+        self.estimator = estimator
+        classifier = is_classifier(estimator)
+        self.scorer = get_scorer("neg_log_loss" if classifier else "neg_mean_squared_error")
+
+    def __call__(self, estimator, X, y_true, sample_weight=None):
+        weights = {} if sample_weight is None else {"sample_weight": sample_weight}
+        return self.scorer(estimator, X, y_true, **weights)
+
+    def __repr__(self) -> str:
+        return f"{self.scorer!r} as {type(self.estimator).__name__}.score"
+
+    def get_metadata_routing(self):
+        return get_routing_for_object(self.estimator)
+
+
+class _Routed(NamedTuple):
+    """Where ``fit``'s ``sample_weight`` goes."""
+
+    fit: dict  # to the estimator's (or the pipeline's) fit
+    search: dict  # to GridSearchCV.fit
+    nw: np.ndarray | None  # the Nadaraya–Watson estimator's fit weights
+    score: np.ndarray | None  # the scorer's weights
+    pre: dict  # to the pipeline's preceding steps (fit_transform)
+
+
+def _estimator_has(attr: str):
+    """Whether the fitted best estimator, or else the wrapped one, has ``attr``."""
+
+    def check(self):
+        if hasattr(self, "best_estimator_"):
+            return hasattr(self.best_estimator_, attr)
+        return hasattr(self.estimator, attr)
+
+    return check
+
+
+class _LOORegressor(BaseEstimator):
+    """Identity 'estimator' that lets any scorer score precomputed predictions."""
+
+    def predict(self, P):
+        return P
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.estimator_type = "regressor"
+        return tags
+
+
+class _LOOClassifier(BaseEstimator):
+    """Identity classifier: ``predict_proba`` returns the given probabilities."""
+
+    def __init__(self, classes):
+        self.classes = classes
+        self.classes_ = classes
+
+    def predict_proba(self, P):
+        # Pooled one-hot rows sum to 1 up to rounding; metrics reject 1 + 1e-16.
+        return np.clip(P, 0.0, 1.0)
+
+    def predict_log_proba(self, P):
+        return np.log(np.maximum(P, PROBA_FLOOR))
+
+    def predict(self, P):
+        return self.classes_[np.argmax(P, axis=1)]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.estimator_type = "classifier"
+        return tags
+
+
+def _squared_error(Y: np.ndarray):
+    def loss(P, rows):
+        residual = P - Y[rows]
+        k = Y.shape[1]
+        return (residual**2).sum(axis=1) / k, 2.0 * residual / k
+
+    return loss
+
+
+def _log_loss(Y: np.ndarray):
+    labels = np.argmax(Y, axis=1)
+
+    def loss(P, rows):
+        idx = np.arange(len(rows))
+        p = np.maximum(P[idx, labels[rows]], PROBA_FLOOR)
+        R = np.zeros_like(P)
+        R[idx, labels[rows]] = -1.0 / p
+        return -np.log(p), R
+
+    return loss
+
+
+def _collapse(X: np.ndarray, y: np.ndarray, w: np.ndarray):
+    """Merge identical (x, y) rows, summing their weights; drop zero weights.
+
+    With frequency weights a row of weight 3 *is* three identical rows, so the
+    leave-one-out loss must leave identical rows out together
+    (leave-one-location-out); merging them first makes integer weights and
+    repeated rows give the same data, and stops exact duplicates from pulling
+    the bandwidth to 0.
+    """
+    keep = w > 0
+    X, y, w = X[keep], y[keep], w[keep]
+    # Labels may be strings (object arrays have no row-wise unique): code them first.
+    _, codes = np.unique(y, return_inverse=True, **({"axis": 0} if y.ndim > 1 else {}))
+    key = np.column_stack([X, codes.reshape(len(X), -1)])
+    _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    weights = np.bincount(inverse.ravel(), weights=w, minlength=len(first))
+    return X[first], y[first], weights
+
+
+# With algorithm="auto", the closed-form grid times both backends on this share of
+# the training rows (at least _PROBE_MIN_ROWS rows) and runs the faster on all of them.
+_PROBE_SHARE = 1 / 50
+_PROBE_MIN_ROWS = 32
+# Below this size algorithm="auto" is brute force at every bandwidth (its own rule).
+_PROBE_MIN_SAMPLES = 1_000
+
+
+def loo_base(estimator, X, y, w, bandwidth, factors, n_jobs):
+    """Fit ``estimator`` at ``bandwidth`` to score the candidates ``factors * bandwidth``.
+
+    The backend serves the whole candidate set, so with ``algorithm="auto"``
+    it is decided once for that set, by measurement: brute force computes each
+    chunk's distances once for every candidate, a tree one radius query at the
+    widest candidate's radius, whose neighbours every narrower candidate
+    reuses.  Which is cheaper depends on how many neighbours the wide
+    candidates have, so both are fitted and timed on an evenly spaced 2% of
+    the training rows, and the faster serves all of them (results agree to
+    ``rtol`` either way; only the time differs).
+
+    Returns
+    -------
+    fitted : estimator
+        The fitted estimator, whose ``_leave_one_out()`` the search uses.
+    """
+    est = clone(estimator).set_params(bandwidth=bandwidth)
+    n = len(X)
+    if est.get_params().get("algorithm") != "auto" or n < _PROBE_MIN_SAMPLES:
+        return est.fit(X, y, w)
+    probe = np.unique(np.linspace(0, n - 1, max(_PROBE_MIN_ROWS, int(n * _PROBE_SHARE))))
+    probe = probe.astype(np.intp)
+    best = None
+    for algorithm in ("brute", "ball_tree"):
+        start = time.perf_counter()
+        fitted = clone(est).set_params(algorithm=algorithm).fit(X, y, w)
+        fit_time = time.perf_counter() - start
+        start = time.perf_counter()
+        fitted._leave_one_out().predictions(factors, n_jobs=n_jobs, rows=probe)
+        cost = fit_time + (time.perf_counter() - start) * n / len(probe)
+        if best is None or cost < best[0]:
+            best = (cost, fitted)
+    return best[1]
+
+
+class _Delegation:
+    """BandwidthSearchCV's methods that delegate to ``best_estimator_`` (GridSearchCV's way).
+
+    ``available_if`` keeps ``hasattr(search, "predict_proba")`` right before
+    and after fit; the tags are the wrapped estimator's.
+    """
+
+    @available_if(_estimator_has("predict"))
+    def predict(self, X: ArrayLike) -> np.ndarray:
+        """Predict with the best estimator.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            Queries.
+
+        Returns
+        -------
+        ndarray
+            ``best_estimator_.predict(X)``.
+        """
+        check_is_fitted(self)
+        return self.best_estimator_.predict(X)
+
+    @available_if(_estimator_has("predict_proba"))
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
+        """Class probabilities from the best estimator.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            Queries.
+
+        Returns
+        -------
+        ndarray of shape (n_queries, n_classes)
+            ``best_estimator_.predict_proba(X)``.
+        """
+        check_is_fitted(self)
+        return self.best_estimator_.predict_proba(X)
+
+    @available_if(_estimator_has("predict_log_proba"))
+    def predict_log_proba(self, X: ArrayLike) -> np.ndarray:
+        """Log class probabilities from the best estimator.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            Queries.
+
+        Returns
+        -------
+        ndarray of shape (n_queries, n_classes)
+            ``best_estimator_.predict_log_proba(X)``.
+        """
+        check_is_fitted(self)
+        return self.best_estimator_.predict_log_proba(X)
+
+    @available_if(_estimator_has("attention_weights"))
+    def attention_weights(self, X: ArrayLike) -> np.ndarray:
+        """Attention weights of the best estimator.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            Queries.
+
+        Returns
+        -------
+        ndarray of shape (n_queries, n_samples_fit)
+            ``best_estimator_.attention_weights(X)``.
+        """
+        check_is_fitted(self)
+        return self.best_estimator_.attention_weights(X)
+
+    @available_if(_estimator_has("score"))
+    def score(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> float:
+        """Score of the best estimator (R² for regressors, accuracy for classifiers).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            Queries.
+        y : array-like of shape (n_queries,) or (n_queries, n_targets)
+            True targets or labels.
+        sample_weight : array-like of shape (n_queries,), default=None
+            Sample weights.
+
+        Returns
+        -------
+        float
+            ``best_estimator_.score(X, y, sample_weight)``.
+        """
+        check_is_fitted(self)
+        if not _routing_enabled():
+            return self.best_estimator_.score(X, y, sample_weight=sample_weight)
+        given = {} if sample_weight is None else {"sample_weight": sample_weight}
+        routed = process_routing(self, "score", **given)
+        return self.best_estimator_.score(X, y, **routed.estimator.score)
+
+    @property
+    def classes_(self) -> np.ndarray:
+        """Class labels of the best estimator (classifiers only)."""
+        check_is_fitted(self)
+        return self.best_estimator_.classes_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        sub = get_tags(self.estimator)
+        tags.estimator_type = sub.estimator_type
+        tags.classifier_tags = deepcopy(sub.classifier_tags)
+        tags.regressor_tags = deepcopy(sub.regressor_tags)
+        tags.target_tags = deepcopy(sub.target_tags)
+        tags.input_tags = deepcopy(sub.input_tags)
+        return tags
