@@ -14,6 +14,7 @@ import sys
 BENCHMARKS = {
     "engine": "benchmarks.bench_engine",
     "search": "benchmarks.bench_search",
+    "search_backend": "benchmarks.bench_search_backend",
     "trees": "benchmarks.bench_trees",
 }
 
