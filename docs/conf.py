@@ -4,7 +4,8 @@ import re
 import sys
 from pathlib import Path
 
-from sphinx.errors import ConfigError
+from docutils import nodes
+from sphinx.errors import ConfigError, SphinxError
 from sphinx.pycode import ModuleAnalyzer
 
 import skl_nw
@@ -24,6 +25,8 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
+    # MathJax 3 served from _static/mathjax (copied from the package), never from a CDN.
+    "sphinx-mathjax-offline",
     "numpydoc",
     "sphinx_gallery.gen_gallery",
     "myst_parser",
@@ -58,6 +61,8 @@ sphinx_gallery_conf = {
     "show_memory": False,
     "remove_config_comments": True,
     "min_reported_time": 1,
+    # No "computation times" pages: their sortable tables load jQuery and DataTables from a CDN.
+    "write_computation_times": False,
     # Objects with no example have no mini-gallery: not a problem worth a warning.
     "log_level": {"backreference_missing": "debug"},
 }
@@ -73,6 +78,7 @@ plot_rcparams = {"figure.autolayout": True}
 html_theme = "pydata_sphinx_theme"
 html_title = f"skl_nw {release}"
 html_static_path = ["_static"]
+html_css_files = ["skl_nw.css"]
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
@@ -125,7 +131,70 @@ def _skip_sklearn_members(app, what, name, obj, skip, options):
     return None
 
 
+def _trim_doctest_blocks(app, doctree):
+    """Drop the blank line that ends each doctest block of a Markdown page.
+
+    pytest runs the ``pycon`` blocks of docs/*.md as doctests; the blank line before the
+    closing fence ends the expected output there, and has nothing to show on the page.
+    """
+    for node in doctree.findall(nodes.literal_block):
+        text = node.astext()
+        if node.get("language") == "pycon" and text != text.rstrip():
+            node.rawsource = text.rstrip()
+            node.children = [nodes.Text(node.rawsource)]
+
+
+# Matplotlib objects that a plotting cell leaves as its last expression (a legend, a
+# colorbar, the list of Text objects of ``ax.set``) and sphinx-gallery prints as output.
+_STRAY_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-f]+>|\bText\(-?\d")
+_REMOTE = re.compile(r"<(?:script|link)\b[^>]*\b(?:src|href)=\"(?:https?:)?//[^\"]*\"")
+
+
+class DocsCheckError(SphinxError):
+    category = "skl_nw docs check"
+
+
+def _check_gallery_outputs(app, exception):
+    """Fail the build if a gallery page prints the repr of a matplotlib object."""
+    if exception is not None:
+        return
+    found = [
+        f"{path.name}: {match.group(0)}"
+        for path in sorted((DOCS / "auto_examples").glob("plot_*.rst"))
+        for match in _STRAY_REPR.finditer(path.read_text(encoding="utf-8"))
+    ]
+    if found:
+        raise DocsCheckError(
+            "gallery cells end with a matplotlib object, whose repr is printed; end them with "
+            "plt.show() or an assignment: " + "; ".join(found)
+        )
+
+
+def _check_offline_html(app, exception):
+    """Fail the build if a page loads a script or stylesheet from the network.
+
+    Also checks that MathJax itself was copied next to the pages, so formulas render
+    without a network connection.
+    """
+    if exception is not None or app.builder.format != "html":
+        return
+    outdir = Path(app.outdir)
+    remote = [
+        f"{path.relative_to(outdir)}: {match.group(0)}"
+        for path in sorted(outdir.rglob("*.html"))
+        for match in _REMOTE.finditer(path.read_text(encoding="utf-8"))
+    ]
+    if remote:
+        raise DocsCheckError("pages load files from the network: " + "; ".join(remote[:5]))
+    if not (outdir / "_static" / app.config.mathjax_path).is_file():
+        raise DocsCheckError(f"MathJax is missing from _static/{app.config.mathjax_path}")
+
+
 def setup(app):
     app.connect("autodoc-skip-member", _skip_sklearn_members)
     app.connect("builder-inited", _check_api_page)
+    app.connect("doctree-read", _trim_doctest_blocks)
+    app.connect("build-finished", _check_gallery_outputs)
+    # After sphinx-mathjax-offline has copied MathJax (it connects first, at the same priority).
+    app.connect("build-finished", _check_offline_html, priority=900)
     app.connect("autodoc-process-docstring", _data_docstrings)

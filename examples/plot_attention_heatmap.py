@@ -50,6 +50,7 @@ for ax, h, w in zip(axes, bandwidths, weights, strict=True):
     ax.set(title=f"h = {h}", xlabel="training input (key) x")
 axes[0].set_ylabel("query x")
 fig.colorbar(image, ax=axes, label="attention weight")
+plt.show()
 
 # %%
 # Rows are probability vectors: the weights are non-negative and each row sums to 1, so

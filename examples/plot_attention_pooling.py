@@ -61,6 +61,7 @@ ax.plot(
 ax.plot(x_test, nw, color="tab:red", label=f"Nadaraya–Watson (MSE {test_mse(nw):.2f})")
 ax.set(xlabel="x", ylabel="y", title="Pooling the training targets")
 ax.legend(fontsize=8)
+plt.show()
 
 # %%
 # The two limits of the bandwidth

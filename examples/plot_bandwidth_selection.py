@@ -58,6 +58,7 @@ ax.loglog(grid, true_error, "--", color="0.5", label="error against the truth (u
 ax.loglog(h_loo, -search.best_score_, "o", color="tab:orange", ms=8, label="chosen h")
 ax.set(xlabel="bandwidth h", ylabel="mean squared error")
 ax.legend()
+plt.show()
 
 # %%
 # The closed form is the real thing
@@ -90,6 +91,7 @@ for ax, h, title in zip(
     ax.plot(x_test, model.predict(x_test[:, None]), color="tab:red", label="fit")
     ax.set(title=f"{title}: h = {h:.3f}", xlabel="x")
 axes[0].legend()
+plt.show()
 
 # %%
 # Gradient descent on the leave-one-out loss

@@ -64,6 +64,7 @@ for i, values in enumerate(table):
     ax.plot([i - 0.25, i + 0.25], [values.mean()] * 2, color="tab:red", lw=2)
 ax.set_xticks(range(len(scores)), list(scores))
 ax.set(ylabel="R² on the held-out fold", title="Diabetes: 5-fold cross-validation")
+plt.show()
 
 # %%
 # Reading the result

@@ -64,6 +64,7 @@ axes[0].set(
 )
 axes[1].set(xlabel="training input x", ylabel="attention weight", title="Weights of q = 2.5")
 axes[0].legend(fontsize=7, loc="upper left")
+plt.show()
 
 # %%
 # The estimates

@@ -76,6 +76,7 @@ for ax, (model, title) in zip(axes, models, strict=True):
 axes[0].set_ylabel("x1")
 axes[0].legend(loc="lower left")
 fig.colorbar(display.surface_, ax=axes, label="P(class 1 | x)")
+plt.show()
 
 # %%
 # Far from the data

@@ -74,6 +74,7 @@ axes[0].legend(loc="upper left")
 axes[1].bar(range(len(errors)), list(errors.values()), color=["tab:blue", "tab:orange", "0.5"])
 axes[1].set_xticks(range(len(errors)), list(errors))
 axes[1].set(ylabel="test MSE against the truth", title="What relevance determination buys")
+plt.show()
 
 # %%
 # The loss curve of the descent, epoch by epoch. It starts from the rules of thumb, at about

@@ -8,8 +8,8 @@ For unit vectors the squared distance is an affine function of the dot product,
 .. math::
 
     \operatorname{softmax}_i\left(-\frac{\|q - k_i\|^2}{2h^2}\right)
-    = \operatorname{softmax}_i\left(\frac{q \cdot k_i - 1}{h^2}\right)
-    = \operatorname{softmax}_i\left(\frac{q \cdot k_i}{h^2}\right),
+    &= \operatorname{softmax}_i\left(\frac{q \cdot k_i - 1}{h^2}\right) \\
+    &= \operatorname{softmax}_i\left(\frac{q \cdot k_i}{h^2}\right),
 
 the softmax being unchanged by a shift common to all keys. The transformer's scaled dot
 product, :math:`\operatorname{softmax}(q \cdot k / \sqrt d)`, is Gaussian Nadaraya–Watson
