@@ -4,7 +4,7 @@ Run ``python -m benchmarks trees`` (about 11 minutes on 2 cores, 8 of them the c
 ``python -m benchmarks trees --quick`` (a tiny subset, about 15 s).  Prints
 markdown tables; ``docs/benchmarks.md`` holds the published ones.
 
-1. The grid of issue 4: uniform data in the unit square, Epanechnikov kernel,
+1. The reference grid: uniform data in the unit square, Epanechnikov kernel,
    ``h = sqrt(50 / (pi n))`` (about 50 training points inside each query's
    support), m = 100,000 queries, n in {1e5, 1e6}.  Our trees and brute force
    against scikit-learn's ``RadiusNeighborsRegressor`` (the same estimate),
@@ -145,7 +145,7 @@ def fmt_s(t: float) -> str:
     return f"{t:.3g}" if t < 100 else f"{t:.0f}"
 
 
-# ------------------------------------------------- 1. the grid of issue 4
+# ----------------------------------------------- 1. the reference grid
 
 
 def epanechnikov_weights(h: float):
@@ -672,7 +672,7 @@ def main(argv: list[str] | None = None) -> None:
         if "grid" in args.only:
             sizes, m = ((10_000, 100_000), 10_000) if quick else ((100_000, 1_000_000), 100_000)
             speed, memory, accuracy = bench_grid(sizes, m, 2_000, repeat, args.seed)
-            title = f"Issue grid: d = 2, Epanechnikov, ~50 neighbours, m = {m:,}"
+            title = f"Reference grid: d = 2, Epanechnikov, ~50 neighbours, m = {m:,}"
             sections += [
                 (title + ": time", speed),
                 (title + ": peak memory", memory),

@@ -26,6 +26,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import _NWBase
+from ._kernels import get_kernel
 
 # Probabilities below this are clipped in the log-loss, as sklearn.metrics.log_loss does.
 PROBA_FLOOR = np.finfo(np.float64).eps
@@ -234,7 +235,9 @@ def loo_base(estimator, X, y, w, bandwidth, factors, n_jobs):
     reuses.  Which is cheaper depends on how many neighbours the wide
     candidates have, so both are fitted and timed on an evenly spaced 2% of
     the training rows, and the faster serves all of them (results agree to
-    ``rtol`` either way; only the time differs).
+    ``rtol`` either way; only the time differs).  For infinite-support
+    kernels the tree is timed only where ``algorithm="auto"`` would choose
+    one at the widest candidate.
 
     Returns
     -------
@@ -245,10 +248,18 @@ def loo_base(estimator, X, y, w, bandwidth, factors, n_jobs):
     n = len(X)
     if est.get_params().get("algorithm") != "auto" or n < _PROBE_MIN_SAMPLES:
         return est.fit(X, y, w)
+    candidates = ("brute", "ball_tree")
+    if not get_kernel(est.get_params()["kernel"]).compact:
+        # Infinite support: a tree's narrow candidates are as wide as its truncation
+        # radius, so the widest candidate decides; algorithm="auto" at that bandwidth
+        # says whether a tree is worth timing at all.
+        widest = clone(est).set_params(bandwidth=bandwidth * np.max(factors)).fit(X, y, w)
+        if widest.tree_ is None:
+            return est.set_params(algorithm="brute").fit(X, y, w)
     probe = np.unique(np.linspace(0, n - 1, max(_PROBE_MIN_ROWS, int(n * _PROBE_SHARE))))
     probe = probe.astype(np.intp)
     best = None
-    for algorithm in ("brute", "ball_tree"):
+    for algorithm in candidates:
         start = time.perf_counter()
         fitted = clone(est).set_params(algorithm=algorithm).fit(X, y, w)
         fit_time = time.perf_counter() - start

@@ -134,14 +134,23 @@ def log_kernel_block(S, log_w, kernel, fallback, exclude=None):
     shift[empty] = 0.0
     B -= shift[:, None]
     if empty.size and fallback == "nearest":
-        S_empty = S[empty]
-        S_empty[:, ~active] = np.inf
-        if exclude is not None:
-            S_empty[np.arange(empty.size), exclude[empty]] = np.inf
-        nearest = S_empty == S_empty.min(axis=1, keepdims=True)
-        nearest &= np.isfinite(S_empty)  # a lone point has no neighbour at all
-        B[empty] = np.where(nearest, 0.0, -np.inf)
+        B[empty] = nearest_block(S[empty], log_w, None if exclude is None else exclude[empty])
     return B, shift, empty
+
+
+def nearest_block(S: np.ndarray, log_w: np.ndarray, exclude=None) -> np.ndarray:
+    """Return the ``h -> 0`` limit of a log-kernel block: 0 at the nearest point(s), else -inf.
+
+    Only points of positive weight count, and not ``exclude`` (by index); ties
+    all get 0, so they share in proportion to their weights.
+    """
+    S = S.copy()
+    S[:, ~np.isfinite(log_w)] = np.inf
+    if exclude is not None:
+        S[np.arange(len(S)), exclude] = np.inf
+    nearest = S == S.min(axis=1, keepdims=True)
+    nearest &= np.isfinite(S)  # a lone point has no neighbour at all
+    return np.where(nearest, 0.0, -np.inf)
 
 
 def softmax_rows(B: np.ndarray, log_w: np.ndarray) -> np.ndarray:

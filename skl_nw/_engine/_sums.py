@@ -204,7 +204,7 @@ def _dense_sums(plan: _Plan, chunk: slice, Qc: np.ndarray):
     own = plan.rows[chunk] if plan.loo else None
     out = plan.empty(m)
     fast = plan.fast_sums(Qc, own)
-    S = None
+    S, nearest = None, {}
     for f, factor in enumerate(plan.factors):
         redo = np.arange(m)
         if fast is not None:
@@ -221,6 +221,7 @@ def _dense_sums(plan: _Plan, chunk: slice, Qc: np.ndarray):
                 if dK is not None:
                     dK[np.arange(m), own] = 0.0
             redo = plan.linear_sums(out, f, K, dK, plan.w)
+            redo = _empty_rows(plan, out, f, redo, S, own, nearest)
         if not redo.size:
             continue
         S_r = S if redo.size == m else S[redo]
@@ -235,6 +236,33 @@ def _dense_sums(plan: _Plan, chunk: slice, Qc: np.ndarray):
         for whole, piece in zip(out, part, strict=True):
             whole[redo, f] = piece[:, f]
     return out
+
+
+def _empty_rows(plan: _Plan, out, f: int, redo, S: np.ndarray, own, nearest: dict):
+    """Settle the rows of a compact kernel with no point in the support; return the others.
+
+    Their sums are exactly 0: ``fallback="nan"`` keeps them so; ``"nearest"``
+    sums the nearest point(s) with ``K = 1``, which no factor changes: the
+    chunk computes them once (``nearest`` caches them by row).
+    """
+    empty = redo[out[2][redo, f, plan.plain[0], 0, -1] == 0.0]
+    if not empty.size:
+        return redo
+    if plan.fallback == "nan":
+        out[1][empty, f] = -np.inf
+        return np.setdiff1d(redo, empty, assume_unique=True)
+    new = np.array([i for i in empty if i not in nearest], dtype=np.intp)
+    if new.size:
+        ex = None if own is None else own[new]
+        b = _dense.nearest_block(S[new], plan.train.log_w, ex)
+        part = plan.empty(len(new))
+        plan.log_space(part, 0, b, np.zeros(len(new)), np.zeros_like(b))
+        for j, i in enumerate(new):
+            nearest[i] = (part[1][j, 0], part[2][j, 0])
+    for i in empty:
+        out[0][i, f] = 0.0
+        out[1][i, f], out[2][i, f] = nearest[i]
+    return np.setdiff1d(redo, empty, assume_unique=True)
 
 
 def _tree_sums(plan: _Plan, chunk: slice, Qc: np.ndarray, margins):
