@@ -56,6 +56,9 @@ _DEFAULT_FACTORS = 2.0 ** (np.arange(-22, 18) / 4)
 # log-bandwidths may move this far from their start (e^40 ~ 2e17): unbounded in
 # practice, yet every scaled coordinate stays finite.
 _MAX_LOG_STEP = 40.0
+# With verbose, a grid of multiples of one bandwidth (one engine call) runs in this many
+# blocks of rows, so that progress lines can come between them.
+_ROW_BLOCKS = 50
 
 
 class BandwidthSearchCV(_Delegation, MetaEstimatorMixin, BaseEstimator):
@@ -501,16 +504,26 @@ class BandwidthSearchCV(_Delegation, MetaEstimatorMixin, BaseEstimator):
         P = P[:, 0] if y.ndim == 1 else P
         return float(self._scorer(_LOORegressor(), P, y, sample_weight=w))
 
-    def _loo_predictions(self, Xu, yu, wu, base_bandwidth, factors, announce=None):
+    def _loo_predictions(self, Xu, yu, wu, base_bandwidth, factors, announce=None, rows=False):
         """Leave-one-out predictions for ``factor * base_bandwidth``, rows in training order.
 
         ``announce`` (the number of samples) prints the start line once the
-        backend is chosen.
+        backend is chosen; ``rows=True`` computes the rows in blocks and
+        reports the progress between them (verbose only: one engine call is
+        otherwise one step).
         """
         base = loo_base(self.estimator, Xu, yu, wu, base_bandwidth, factors, self.n_jobs)
         if announce is not None:
             self._announce(announce, Xu, wu, _backend(base))
-        return base, base._leave_one_out().predictions(factors, n_jobs=self.n_jobs)
+        loo = base._leave_one_out()
+        if not (rows and self.verbose):
+            return base, loo.predictions(factors, n_jobs=self.n_jobs)
+        blocks = np.array_split(np.arange(len(Xu)), min(len(Xu), _ROW_BLOCKS))
+        parts = []
+        for block in blocks:
+            parts.append(loo.predictions(factors, n_jobs=self.n_jobs, rows=block))
+            self._progress.update(block[-1] + 1, len(Xu), "training rows")
+        return base, np.concatenate(parts, axis=1)
 
     def _fit_grid_loo(self, Xu, yu, wu, n_samples: int) -> np.ndarray:
         candidates = self._candidates(Xu, wu)
@@ -528,7 +541,9 @@ class BandwidthSearchCV(_Delegation, MetaEstimatorMixin, BaseEstimator):
             self._progress_groups(groups, candidates, scores)
         ):
             announce = n_samples if i == 0 else None
-            base, P = self._loo_predictions(Xu, yu, wu, base_bandwidth, group_factors, announce)
+            base, P = self._loo_predictions(
+                Xu, yu, wu, base_bandwidth, group_factors, announce, rows=len(groups) == 1
+            )
             for t, P_t in zip(index, P, strict=True):
                 scores[t] = self._score(base, P_t, yu, wu)
         if not np.isfinite(scores).any():

@@ -369,3 +369,19 @@ def test_verbose_classifier_trees_and_other_cv(rng, capsys):
     # GridSearchCV's own messages on the other path
     BandwidthSearchCV(ParzenClassifier(), cv=3, bandwidths=CANDIDATES, verbose=1).fit(X, y)
     assert "Fitting 3 folds for each of 4 candidates" in capsys.readouterr().out
+
+
+def test_verbose_default_grid_reports_rows(rng, capsys, monkeypatch):
+    # The default grid is one engine call: with verbose it runs in blocks of rows,
+    # so that a long search reports its progress (here every block: interval 0).
+    monkeypatch.setattr(skl_nw._search_support, "PROGRESS_INTERVAL", 0.0)
+    X, y, _ = _data(rng)
+    quiet = BandwidthSearchCV(NadarayaWatsonRegressor()).fit(X, y)
+    loud = BandwidthSearchCV(NadarayaWatsonRegressor(), verbose=1).fit(X, y)
+    rows = [line for line in _lines(capsys) if "training rows (" in line]
+    assert len(rows) >= 10
+    assert all(
+        re.search(r"\d+/60 training rows \(\d+%\), .* about \d+\.\d s left$", r) for r in rows
+    )
+    assert_allclose(loud.cv_results_["mean_test_score"], quiet.cv_results_["mean_test_score"],
+                    rtol=1e-12)  # fmt: skip

@@ -128,9 +128,11 @@ class _Plan:
         log, the row maxima and the exp per pair or neighbour (measured: a
         sixth of a tree predict at n = 1e6).
         """
+        last = len(self.powers) - 1
         for t, p in enumerate(self.powers):
             e = dK if p == "ds" else (K if p == 1 else K**p)
-            e = e * w
+            # The last power may overwrite its values (K itself for p = 1).
+            e = np.multiply(e, w, out=e if t == last else None)
             if row is None:
                 out[2][:, f, t, 0] = _dense.weighted_sums(e, self.V)
             else:
@@ -167,14 +169,19 @@ class _Plan:
         """Fill the sums of one factor from log-kernel terms ``b`` (dense, or COO entries)."""
         sh, ls, sc = rows_out
         sh[:, f] = shift
+        last = len(self.powers) - 1
         for t, p in enumerate(self.powers):
             q = _power(p)
             mult = _dlog(self.kernel, s) if p == "ds" else None
+            # The last power may overwrite the log terms b (one array less).
+            T = b if t == last else b.copy()
+            if q != 1:
+                T *= q
             if row is None:
-                T = b + self.train.log_w if q == 1 else q * b + self.train.log_w
+                T += self.train.log_w
                 r, scaled = _dense.block_sums(T, self.V, self.starts, mult)
             else:
-                T = (b if q == 1 else q * b) + self.train.log_w[col]
+                T += self.train.log_w[col]
                 G = len(self.starts)
                 r, scaled = _tree.entry_sums(row, col, T, self.V, self.groups, G, len(shift), mult)
             ls[:, f, t], sc[:, f, t] = r, scaled

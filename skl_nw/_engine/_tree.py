@@ -107,7 +107,8 @@ class Neighbours:
     def at(self, factor: float):
         """``(row, col, s / factor^2)`` of the entries inside the radius at ``factor``."""
         if factor == self.widest:
-            return self.row, self.col, self.s / (factor * factor)
+            s = self.s if factor == 1.0 else self.s / (factor * factor)
+            return self.row, self.col, s
         limits = np.stack([
             radius(d if d is not None else np.zeros(self.m), self.kernel, margin, factor) ** 2
             for d, margin in zip(self.d_nn, self.margins, strict=True)
