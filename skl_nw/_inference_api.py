@@ -17,6 +17,7 @@ from numbers import Integral, Real
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import logsumexp
+from sklearn import get_config
 from sklearn.utils import check_random_state
 
 from . import _engine
@@ -29,6 +30,8 @@ from ._inference import (
     wild_multipliers,
 )
 
+# Above this many value columns the smoother is applied as attention weights @ V.
+_FEW_COLUMNS = 8
 # Bootstrap value columns per kernel_sums call: at most this many doubles (n x columns).
 _BOOT_BLOCK_DOUBLES = 2**23
 
@@ -182,7 +185,20 @@ class _NWInferenceMixin(_SmootherInferenceMixin):
 
     def _smooth(self, Q: np.ndarray | None, V: np.ndarray) -> np.ndarray:
         """Apply the smoother to value columns ``V`` (n, c): (m, c); Q=None: training points."""
-        return self._sums(Q, V).ratios()[:, 0]
+        if Q is None or V.shape[1] <= _FEW_COLUMNS:
+            return self._sums(Q, V).ratios()[:, 0]
+        # Many columns (bootstrap replicates): attention weights of a chunk of
+        # queries times V, one BLAS product, instead of one pass per column.
+        train, n = self._train, V.shape[0]
+        rows = max(1, int(get_config()["working_memory"] * 2**20 // (8 * max(n, 1))))
+        out = np.empty((len(Q), V.shape[1]))
+        for start in range(0, len(Q), rows):
+            A = _engine.attention(
+                Q[start : start + rows], train, self._kernel, fallback=self.fallback,
+                sparse=bool(train.trees), options=self._options(),
+            )  # fmt: skip
+            out[start : start + rows] = A @ V
+        return out
 
     def _mean_std(self, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         Y, w = self._targets()

@@ -103,11 +103,15 @@ def test_two_outputs(rng):
     [
         (lambda: BandwidthSearchCV(ParzenClassifier(), criterion="aicc"), "regressors only"),
         (lambda: BandwidthSearchCV(ParzenClassifier(), criterion="gcv"), "regressors only"),
-        (lambda: BandwidthSearchCV(NadarayaWatsonRegressor(), criterion="aicc", method="sgd"),
-         "method='grid'"),  # fmt: skip
+        (
+            lambda: BandwidthSearchCV(NadarayaWatsonRegressor(), criterion="aicc", method="sgd"),
+            "grid",
+        ),
         (lambda: BandwidthSearchCV(NadarayaWatsonRegressor(), criterion="gcv", cv=5), "cv='loo'"),
-        (lambda: BandwidthSearchCV(NadarayaWatsonRegressor(), criterion="gcv", scoring="r2"),
-         "scoring"),  # fmt: skip
+        (
+            lambda: BandwidthSearchCV(NadarayaWatsonRegressor(), criterion="gcv", scoring="r2"),
+            "scor",
+        ),
         (lambda: BandwidthSearchCV(NadarayaWatsonRegressor(), criterion="bic"), "criterion"),
     ],
 )
