@@ -144,7 +144,7 @@ class _SmootherInferenceMixin:
         >>> y = X[:, 0] + rng.normal(0, 0.1, 300)
         >>> reg = NadarayaWatsonRegressor(bandwidth=0.1).fit(X, y)
         >>> reg.predict_interval([[0.5]]).round(2)
-        array([[0.47, 0.52]])
+        array([[0.48, 0.54]])
         """
         _check_interval_args(alpha, method, n_boot, multipliers)
         Q = self._queries(X)
@@ -285,7 +285,7 @@ class _DensityMixin:
         >>> X = np.array([[0.0], [1.0], [2.0], [3.0]])
         >>> clf = ParzenClassifier(bandwidth=1.0).fit(X, [0, 0, 1, 1])
         >>> clf.score_samples([[1.5], [30.0]]).round(2)
-        array([  -1.61, -367.04])
+        array([  -1.42, -366.81])
         """
         L = self._class_log_densities(self._queries(X))
         share = self._class_weight / self._class_weight.sum()
