@@ -13,6 +13,7 @@ import sys
 # name -> module exposing main(argv); imported only when chosen.
 BENCHMARKS = {
     "engine": "benchmarks.bench_engine",
+    "inference": "benchmarks.bench_inference",
     "search": "benchmarks.bench_search",
     "search_backend": "benchmarks.bench_search_backend",
     "trees": "benchmarks.bench_trees",

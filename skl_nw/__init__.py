@@ -8,6 +8,7 @@ attention weights are the softmax of negative scaled squared distances.
 from ._estimators import NadarayaWatsonRegressor, ParzenClassifier, rule_of_thumb
 from ._kernels import KERNELS, Kernel, get_kernel
 from ._search import BandwidthSearchCV
+from ._significance import SignificanceResult, significance_test
 
 __version__ = "0.1.0"
 
@@ -17,7 +18,9 @@ __all__ = [
     "Kernel",
     "NadarayaWatsonRegressor",
     "ParzenClassifier",
+    "SignificanceResult",
     "__version__",
     "get_kernel",
     "rule_of_thumb",
+    "significance_test",
 ]

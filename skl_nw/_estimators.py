@@ -12,11 +12,12 @@ from sklearn.utils.validation import validate_data
 
 from . import _engine
 from ._base import _NWBase, check_weights, rule_of_thumb
+from ._inference_api import _DensityMixin, _NWInferenceMixin
 
 __all__ = ["NadarayaWatsonRegressor", "ParzenClassifier", "check_weights", "rule_of_thumb"]
 
 
-class NadarayaWatsonRegressor(RegressorMixin, _NWBase):
+class NadarayaWatsonRegressor(_NWInferenceMixin, RegressorMixin, _NWBase):
     """Nadaraya–Watson kernel regression: attention pooling of the targets.
 
     The prediction at a query ``q`` is the attention-weighted average of the
@@ -158,19 +159,31 @@ default="scott"
         self._y_1d = y.ndim == 1
         return self
 
-    def predict(self, X: ArrayLike) -> np.ndarray:
+    def predict(self, X: ArrayLike, return_std: bool = False):
         """Attention-weighted average of the training targets at each query.
 
         Parameters
         ----------
         X : array-like of shape (n_queries, n_features)
             Queries.
+        return_std : bool, default=False
+            Also return the pointwise standard error of the fit,
+            ``se(q)^2 = sigma^2(q) sum_i w_i K_i^2 / (sum_i w_i K_i)^2`` with the
+            local variance ``sigma^2(q) = sum_i alpha_i(q) (y_i - f(q))^2``
+            (scikit-learn's ``GaussianProcessRegressor`` convention).  A
+            query with one effective neighbour has ``se = 0``.  It is the
+            standard error of the smoothed curve: the smoother's bias is not
+            included (see :meth:`predict_interval`).
 
         Returns
         -------
-        ndarray of shape (n_queries,) or (n_queries, n_targets)
+        y_mean : ndarray of shape (n_queries,) or (n_queries, n_targets)
             Predictions, shaped like the training targets.
+        y_std : ndarray of the shape of y_mean
+            Standard errors; only with ``return_std=True``.
         """
+        if return_std:
+            return self._predict_with_std(X)
         pooled = _engine.pool(
             self._queries(X), self._train, self._kernel,
             fallback=self.fallback, options=self._options(),
@@ -210,7 +223,7 @@ default="scott"
         return tags
 
 
-class ParzenClassifier(ClassifierMixin, _NWBase):
+class ParzenClassifier(_DensityMixin, ClassifierMixin, _NWBase):
     """Parzen-window classifier: Nadaraya–Watson regression on one-hot labels.
 
     With ``priors=None`` the class probabilities are the attention-pooled
@@ -355,6 +368,7 @@ default="scott"
         Xs, w = self._fit_inputs(X, sample_weight)
         class_weight = np.bincount(y_enc, weights=w, minlength=n_classes)
         self.class_prior_ = class_weight / class_weight.sum() if priors is None else priors
+        self._class_weight = class_weight  # for the densities of score_samples
 
         if priors is not None:
             # P(c | q) ∝ pi_c sum_{i in c} w_i K_i / W_c: rescale each class's weights.

@@ -27,6 +27,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import has_fit_parameter, validate_data
 
 from ._base import check_weights, rule_of_thumb
+from ._inference import CRITERIA, criterion_scores
 from ._search_support import (
     _ESTIMATOR_ERROR,
     PROBA_FLOOR,
@@ -98,6 +99,19 @@ class BandwidthSearchCV(_Delegation, MetaEstimatorMixin, BaseEstimator):
     scoring : str or callable, default=None
         Scorer applied to the out-of-sample predictions.  None means negative
         mean squared error for regressors and negative log-loss for classifiers.
+    criterion : {"loo", "aicc", "gcv"}, default="loo"
+        What the candidates are scored by.  "loo": ``scoring`` of the
+        out-of-sample predictions (``cv``).  For regressors, two in-sample
+        criteria that need one fit per candidate, no held-out point:
+        "aicc", the corrected AIC of Hurvich, Simonoff & Tsai (1998),
+        ``log sigma^2 + (1 + tr(H) / n) / (1 - (tr(H) + 2) / n)`` (+inf where the
+        denominator is not positive), and "gcv", generalised cross-validation,
+        ``sigma^2 / (1 - tr(H) / n)^2``; ``sigma^2`` is the mean squared
+        in-sample residual, ``tr(H) = sum_i H_ii`` the trace of the smoother
+        (``H_ii`` a point's weight in its own fit), sample weights frequency
+        weights (``n = sum w``).  ``best_score_`` and ``mean_test_score`` then
+        hold the negated criterion.  They need ``method="grid"`` and
+        ``cv="loo"`` and take no ``scoring``.
     per_feature : bool, default=True
         For ``method="sgd"``: learn one bandwidth per feature (True) or one
         common multiple of the rule of thumb (False).
@@ -217,6 +231,7 @@ class BandwidthSearchCV(_Delegation, MetaEstimatorMixin, BaseEstimator):
         "bandwidths": ["array-like", None],
         "cv": ["cv_object", StrOptions({"loo"})],
         "scoring": [StrOptions(set(get_scorer_names())), callable, None],
+        "criterion": [StrOptions(set(CRITERIA))],
         "per_feature": ["boolean"],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
@@ -240,6 +255,7 @@ class BandwidthSearchCV(_Delegation, MetaEstimatorMixin, BaseEstimator):
         bandwidths: ArrayLike | None = None,
         cv="loo",
         scoring=None,
+        criterion: str = "loo",
         per_feature: bool = True,
         max_iter: int = 200,
         learning_rate: float = 0.05,
@@ -255,6 +271,7 @@ class BandwidthSearchCV(_Delegation, MetaEstimatorMixin, BaseEstimator):
         self.bandwidths = bandwidths
         self.cv = cv
         self.scoring = scoring
+        self.criterion = criterion
         self.per_feature = per_feature
         self.max_iter = max_iter
         self.learning_rate = learning_rate
@@ -290,6 +307,7 @@ class BandwidthSearchCV(_Delegation, MetaEstimatorMixin, BaseEstimator):
         if step is None:
             raise ValueError(_ESTIMATOR_ERROR.format(type(self.estimator).__name__))
         loo_cv = isinstance(self.cv, str) and self.cv == "loo"
+        self._check_criterion(is_classifier(self.estimator))
         if self.method == "sgd" and not loo_cv:
             warnings.warn(
                 "cv is ignored by method='sgd', which minimises the closed-form "
@@ -316,6 +334,25 @@ class BandwidthSearchCV(_Delegation, MetaEstimatorMixin, BaseEstimator):
         # skops can load it trusting data types alone.
         del self._scorer
         return self
+
+    def _check_criterion(self, classifier: bool) -> None:
+        if self.criterion == "loo":
+            return
+        if classifier:
+            raise ValueError(
+                f"criterion={self.criterion!r} applies to regressors only; a classifier "
+                "takes criterion='loo' (scored by scoring)."
+            )
+        if self.method != "grid" or not (isinstance(self.cv, str) and self.cv == "loo"):
+            raise ValueError(
+                f"criterion={self.criterion!r} needs method='grid' and cv='loo' (an "
+                f"in-sample criterion); got method={self.method!r}, cv={self.cv!r}."
+            )
+        if self.scoring is not None:
+            raise ValueError(
+                f"scoring applies to criterion='loo' only; got scoring={self.scoring!r} "
+                f"with criterion={self.criterion!r}."
+            )
 
     def _validate(self, X: ArrayLike, y: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         classifier = is_classifier(self.estimator)
@@ -541,6 +578,15 @@ class BandwidthSearchCV(_Delegation, MetaEstimatorMixin, BaseEstimator):
             self._progress_groups(groups, candidates, scores)
         ):
             announce = n_samples if i == 0 else None
+            if self.criterion != "loo":  # in-sample fits and hat diagonal of the protocol
+                base = loo_base(self.estimator, Xu, yu, wu, base_bandwidth, group_factors,
+                                self.n_jobs)  # fmt: skip
+                if announce is not None:
+                    self._announce(announce, Xu, wu, _backend(base))
+                fits, hat = base._leave_one_out().fits(group_factors, n_jobs=self.n_jobs)
+                Y = yu.reshape(len(yu), -1)
+                scores[index] = criterion_scores(fits, hat, Y, wu, self.criterion)
+                continue
             base, P = self._loo_predictions(
                 Xu, yu, wu, base_bandwidth, group_factors, announce, rows=len(groups) == 1
             )

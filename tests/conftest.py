@@ -11,7 +11,8 @@ import zlib
 
 import numpy as np
 import pytest
-from scipy.special import logsumexp
+from scipy import integrate
+from scipy.special import gammaln, logsumexp
 from sklearn.base import clone
 
 # The profiles K(u), u = ||(q - x) / h||, of the issue, written independently of skl_nw._kernels.
@@ -188,6 +189,87 @@ def naive_log_class_proba(
         W = np.array([w[y_train == c].sum() for c in classes])
         L = L + np.log(priors) - np.log(W)
     return L - logsumexp(L, axis=1, keepdims=True)
+
+
+def naive_std(X_train, y_train, X_query, bandwidth, kernel="gaussian", sample_weight=None):
+    """Local-constant standard error ``sqrt(sigma^2(q) sum w K^2 / (sum w K)^2)``, dense.
+
+    ``sigma^2(q) = sum_i alpha_i (y_i - m(q))^2`` with the attention weights of
+    ``naive_weights``; ``y_train`` 1-D or 2-D (one standard error per column).
+    """
+    K = PROFILES[ALIASES.get(kernel, kernel)](scaled_distances(X_train, X_query, bandwidth))
+    w = np.ones(len(X_train)) if sample_weight is None else np.asarray(sample_weight, float)
+    y = np.asarray(y_train, float).reshape(len(X_train), -1)
+    D = K @ w
+    alpha = K * w / D[:, None]
+    m = alpha @ y
+    sigma2 = np.stack([(alpha * (y[:, c][None, :] - m[:, c : c + 1]) ** 2).sum(1)
+                       for c in range(y.shape[1])], axis=1)  # fmt: skip
+    se = np.sqrt(sigma2 * ((K**2 @ w) / D**2)[:, None])
+    return se[:, 0] if np.ndim(y_train) == 1 else se
+
+
+def naive_gradient(X_train, y_train, X_query, bandwidth, kernel="gaussian", sample_weight=None):
+    """(m, d) gradient in the query of the Nadaraya–Watson ratio, 1-D y, dense.
+
+    ``dK_i/dq_j = dK/ds (s_i) * 2 (q_j - x_ij) / h_j^2`` (``s = u^2``), and
+    ``dm/dq_j = sum_i w_i dK_i/dq_j (y_i - m) / sum_i w_i K_i``.
+    """
+    name = ALIASES.get(kernel, kernel)
+    X_train, X_query = np.asarray(X_train, float), np.asarray(X_query, float)
+    h = np.broadcast_to(np.asarray(bandwidth, float), (X_train.shape[1],))
+    s = scaled_distances(X_train, X_query, h) ** 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dK = np.where(s == 0, 0.0, PROFILE_DERIVATIVES[name](s))
+    K = PROFILES[name](np.sqrt(s))
+    w = np.ones(len(X_train)) if sample_weight is None else np.asarray(sample_weight, float)
+    y = np.asarray(y_train, float)
+    D = K @ w
+    m = (K * w) @ y / D
+    diff = X_query[:, None, :] - X_train[None, :, :]  # (m, n, d)
+    dKdq = dK[:, :, None] * 2 * diff / h**2
+    r = (y[None, :] - m[:, None]) * w[None, :]
+    return np.einsum("mnd,mn->md", dKdq, r) / D[:, None]
+
+
+def naive_local_linear(X_train, y_train, X_query, bandwidth, kernel="gaussian"):
+    """Local linear fits and their hat rows ``l(q) = e1' (Z'WZ)^-1 Z'W``, by dense solves.
+
+    Returns the fits (m,), the hat rows (m, n), and the Gram matrices
+    ``Z'WZ`` and ``Z'W^2Z`` (m, p, p), ``Z = [1, x - q]``, ``W = diag K``.
+    """
+    X_train, X_query = np.asarray(X_train, float), np.asarray(X_query, float)
+    K = PROFILES[ALIASES.get(kernel, kernel)](scaled_distances(X_train, X_query, bandwidth))
+    fits, rows, G1, G2 = [], [], [], []
+    for q, k in zip(X_query, K, strict=True):
+        Z = np.column_stack([np.ones(len(X_train)), X_train - q])
+        A = Z.T @ (k[:, None] * Z)
+        row = np.linalg.solve(A, (k[:, None] * Z).T)[0]
+        rows.append(row)
+        fits.append(row @ y_train)
+        G1.append(A)
+        G2.append(Z.T @ (k[:, None] ** 2 * Z))
+    return np.array(fits), np.array(rows), np.array(G1), np.array(G2)
+
+
+def naive_log_density(X_train, X_query, bandwidth, kernel, sample_weight=None):
+    """Weighted kernel density ``log sum_i w_i K(u_i) / (W prod h_j) / int K``, dense.
+
+    ``int K`` over R^d is the radial integral ``|S^(d-1)| int_0^R K(r) r^(d-1) dr``
+    (numerical quadrature of ``PROFILES``); infinite-support kernels in log space.
+    """
+    name = ALIASES.get(kernel, kernel)
+    X_train = np.asarray(X_train, float)
+    d = X_train.shape[1]
+    h = np.broadcast_to(np.asarray(bandwidth, float), (d,))
+    w = np.ones(len(X_train)) if sample_weight is None else np.asarray(sample_weight, float)
+    u = scaled_distances(X_train, X_query, h)
+    log_k = LOG_PROFILES[name](u) if name in LOG_PROFILES else log_weights(PROFILES[name](u))
+    radius = np.inf if name in LOG_PROFILES else 1.0
+    radial, _ = integrate.quad(lambda r: PROFILES[name](np.array(r)) * r ** (d - 1), 0, radius)
+    log_area = np.log(2) + d / 2 * np.log(np.pi) - gammaln(d / 2)
+    log_sum = logsumexp(log_k + log_weights(w)[None, :], axis=1)
+    return log_sum - np.log(w.sum()) - np.log(h).sum() - log_area - np.log(radial)
 
 
 def naive_rule_of_thumb(X, rule="scott", sample_weight=None):

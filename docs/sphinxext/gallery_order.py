@@ -11,6 +11,8 @@ ORDER = [
     "plot_unit_sphere.py",
     "plot_diabetes_pipeline.py",
     "plot_relevance_determination.py",
+    "plot_confidence_bands.py",
+    "plot_significance_test.py",
 ]
 
 

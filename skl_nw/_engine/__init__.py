@@ -29,6 +29,7 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse import vstack as sparse_vstack
 
+from .._inference import hat_diagonal
 from .._kernels import Kernel
 from . import _dense, _tree
 from ._auto import choose_algorithm, neighbour_fraction
@@ -181,9 +182,15 @@ class LeaveOneOut:
       leave-one-out loss at training ``rows`` for the bandwidths
       ``exp(log_factors) * bandwidth_`` and its gradient in ``log_factors``
       (``loss_fn(P, rows) -> (losses, dloss/dP)``).
+    * ``fits(factors, n_jobs)``: ``(fitted, hat)``, the in-sample fitted
+      values (F, n, k) at bandwidths ``factor * bandwidth_`` and the hat
+      diagonal (F, n), ``H_ii`` the weight of training point ``i`` (its
+      sample weight included) in its own fit, so ``tr H = sum_i H_ii``: what
+      the in-sample criteria (AICc, GCV) of the search need.
 
     This one serves the Nadaraya–Watson estimators: its predictions are
-    :func:`loo_pool`, its gradient :func:`loo_loss_grad`.
+    :func:`loo_pool`, its gradient :func:`loo_loss_grad`, its hat diagonal
+    ``w_i K(0) / sum_j w_j K_ij``.
     """
 
     def __init__(self, train: TrainSet, kernel: Kernel, fallback: str, rtol: float):
@@ -195,6 +202,13 @@ class LeaveOneOut:
         options = Options(rtol=self.rtol, n_jobs=n_jobs)
         return loo_pool(self.train, self.kernel, factors, rows=rows, fallback=self.fallback,
                         options=options)  # fmt: skip
+
+    def fits(self, factors, n_jobs=None) -> tuple[np.ndarray, np.ndarray]:
+        """In-sample fitted values (F, n, k) and hat diagonal (F, n), per bandwidth multiple."""
+        sums = kernel_sums(None, self.train, self.kernel, factors=factors, fallback=self.fallback,
+                           options=Options(rtol=self.rtol, n_jobs=n_jobs))  # fmt: skip
+        hat = hat_diagonal(sums, self.train.to_caller(self.train.log_w))
+        return sums.ratios().transpose(1, 0, 2), hat.T
 
     def loss_grad(
         self,

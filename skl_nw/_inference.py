@@ -1,0 +1,211 @@
+"""Inference formulas shared by the smoothers: gradients, standard errors, intervals, criteria.
+
+Every function here takes kernel sums (:class:`skl_nw._engine.KernelSums`),
+Gram matrices or hat weights and returns arrays: none knows an estimator
+class, so a new smoother (local polynomial) reuses them with its own sums.
+Notation: ``w_i`` frequency weights, ``K_i = K(u_i(q))``, ``D = sum_i w_i K_i``
+the weight sum, ``alpha_i = w_i K_i / D`` the attention weights.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.stats import norm
+
+__all__ = [
+    "aicc",
+    "criterion_scores",
+    "gcv",
+    "hat_diagonal",
+    "interval_from_std",
+    "local_constant_std",
+    "nw_gradient",
+    "percentile_interval",
+    "sandwich_variance",
+    "wild_multipliers",
+]
+
+CRITERIA = ("loo", "aicc", "gcv")
+MULTIPLIERS = ("rademacher", "mammen")
+
+
+def _ratio(sums, t: int, cols: slice | list) -> np.ndarray:
+    """``S_t[cols] / D`` (power index ``t`` over the power-1 weight sum): (m, n_cols).
+
+    The per-query ``shift`` cancels; only the log scales of the two powers
+    enter, so queries far from every point lose no precision.
+    """
+    sc = sums.scaled[:, 0, :, 0]  # (m, P, k + 1)
+    ls = sums.log_scale[:, 0, :, 0]  # (m, P)
+    q = 1 if sums.powers[t] == "ds" else int(sums.powers[t])
+    den = sc[:, 0, -1]
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        factor = np.exp(ls[:, t] - q * ls[:, 0]) / np.where(den > 0, den, np.nan) ** q
+        return sc[:, t][:, cols] * sums.value_scale[cols] * factor[:, None]
+
+
+def nw_gradient(sums, Qc: np.ndarray, k: int, bandwidth: np.ndarray) -> np.ndarray:
+    """Exact gradient of the Nadaraya–Watson ratio in the query: (m, k, d).
+
+    ``sums`` has powers ``(1, "ds")`` and value columns ``[Y (k), X (d), X*Y (d*k)]``
+    (``X`` the centred scaled training inputs, ``X*Y`` column ``j * k + c`` =
+    ``x_j y_c``); ``Qc`` the centred scaled queries.  With ``s = |q - x|^2`` in
+    scaled units, ``dK/dq_j = dK/ds * 2 (q_j - x_j) / h_j`` and
+
+    ``dm/dq_j = (2 / h_j) sum_i alpha'_i (q_j - x_ij) (y_i - m(q))``,
+
+    ``alpha'_i = w_i dK/ds_i / D``, expanded into the raw moments of the sums
+    (a cancellation of order ``eps * R^2`` for data ``R`` bandwidths wide).
+    """
+    m, d = Qc.shape
+    fit = _ratio(sums, 0, slice(0, k))  # (m, k)
+    A = _ratio(sums, 1, list(range(k)) + [-1])  # sum alpha' y, sum alpha'
+    B = _ratio(sums, 1, slice(k, k + d))  # sum alpha' x_j
+    C = _ratio(sums, 1, slice(k + d, k + d + d * k)).reshape(m, d, k)  # sum alpha' x_j y
+    first = Qc[:, :, None] * (A[:, None, :k] - fit[:, None, :] * A[:, None, k:])
+    second = C - fit[:, None, :] * B[:, :, None]
+    grad = 2.0 * (first - second) / bandwidth[None, :, None]
+    return grad.transpose(0, 2, 1)
+
+
+def local_constant_std(sums, k: int, y_center: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Fit and pointwise standard error of the local-constant smoother: two (m, k) arrays.
+
+    ``sums`` has powers ``(1, 2)`` and value columns ``[y (k), (y - c)^2 (k)]``
+    (``c = y_center``, e.g. the mean, against cancellation).  With the local
+    variance ``sigma^2(q) = sum_i alpha_i (y_i - m(q))^2`` (R np's
+    local-constant formula),
+
+    ``se(q)^2 = sigma^2(q) sum_i w_i K_i^2 / (sum_i w_i K_i)^2``.
+
+    A query with one effective neighbour has ``sigma^2 = 0``, hence ``se = 0``;
+    rounding below 0 is clipped, so finite input gives a finite result (NaN
+    only where the fit is NaN: no neighbour and ``fallback="nan"``).
+    """
+    fit = _ratio(sums, 0, slice(0, k))
+    second = _ratio(sums, 0, slice(k, 2 * k))  # sum alpha (y - c)^2
+    sigma2 = np.maximum(second - (fit - y_center) ** 2, 0.0)
+    concentration = _ratio(sums, 1, [-1])  # sum w K^2 / (sum w K)^2
+    return fit, np.sqrt(sigma2 * concentration)
+
+
+def sandwich_variance(gram: np.ndarray, gram_sq: np.ndarray, sigma2: np.ndarray) -> np.ndarray:
+    """``e1' G^-1 G2 G^-1 e1 * sigma^2`` per query: the variance of a local polynomial fit.
+
+    Parameters
+    ----------
+    gram : ndarray of shape (m, p, p)
+        ``X' W X``, the local design weighted by ``w_i K_i`` (intercept first).
+    gram_sq : ndarray of shape (m, p, p)
+        ``X' W2 X`` with ``W2 = diag(w_i K_i^2)`` (frequency weights count
+        once, as repeated rows would).
+    sigma2 : ndarray of shape (m,) or (m, k)
+        Local residual variance.
+
+    Returns
+    -------
+    ndarray of shape of ``sigma2``
+        With ``p = 1`` it is the local-constant ``sigma^2 sum w K^2 / (sum w K)^2``.
+    """
+    # G^-1 e1 by a solve (least squares where G is singular: too few neighbours).
+    m, p, _ = gram.shape
+    e1 = np.zeros((m, p, 1))
+    e1[:, 0] = 1.0
+    try:
+        a = np.linalg.solve(gram, e1)
+    except np.linalg.LinAlgError:
+        a = np.stack([np.linalg.lstsq(G, e, rcond=None)[0] for G, e in zip(gram, e1, strict=True)])
+    factor = np.einsum("mi,mij,mj->m", a[..., 0], gram_sq, a[..., 0])
+    factor = np.maximum(factor, 0.0)
+    return factor.reshape(-1, *([1] * (np.ndim(sigma2) - 1))) * sigma2
+
+
+def interval_from_std(mean: np.ndarray, std: np.ndarray, alpha: float) -> np.ndarray:
+    """``mean -+ z_{1 - alpha / 2} std`` stacked on a last axis of 2 (lower, upper)."""
+    z = norm.ppf(1.0 - alpha / 2.0)
+    return np.stack([mean - z * std, mean + z * std], axis=-1)
+
+
+def wild_multipliers(rng: np.random.RandomState, n: int, n_boot: int, kind: str) -> np.ndarray:
+    """(n, n_boot) independent wild-bootstrap multipliers of mean 0 and variance 1.
+
+    "rademacher": -1 or 1 with probability 1/2; "mammen": Mammen's two-point
+    law, ``-(sqrt 5 - 1) / 2`` with probability ``(sqrt 5 + 1) / (2 sqrt 5)``,
+    else ``(sqrt 5 + 1) / 2`` (third moment 1 as well).
+    """
+    u = rng.random_sample((n, n_boot))
+    if kind == "rademacher":
+        return np.where(u < 0.5, -1.0, 1.0)
+    r5 = np.sqrt(5.0)
+    return np.where(u < (r5 + 1) / (2 * r5), -(r5 - 1) / 2, (r5 + 1) / 2)
+
+
+def percentile_interval(center: np.ndarray, deviations: np.ndarray, alpha: float) -> np.ndarray:
+    """``center + [q_{alpha/2}, q_{1 - alpha/2}]`` of ``deviations`` (last axis the draws)."""
+    q = np.quantile(deviations, [alpha / 2.0, 1.0 - alpha / 2.0], axis=-1)
+    return center[..., None] + np.moveaxis(q, 0, -1)
+
+
+def hat_diagonal(sums, log_w: np.ndarray) -> np.ndarray:
+    """``H_ii = w_i K(0) / sum_j w_j K_ij`` of in-sample sums (``Q=None``): (n, F).
+
+    The weight of training point ``i`` in its own fit (``K(0) = 1``), from
+    sums of power 1 at every factor; ``log_w`` in the sums' row order.
+    """
+    den = sums.scaled[:, :, 0, 0, -1]
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        H = np.exp(log_w[:, None] - sums.shift - sums.log_scale[:, :, 0, 0]) / den
+    return np.where(np.isfinite(log_w)[:, None], H, 0.0)
+
+
+def aicc(sigma2: np.ndarray, trace: np.ndarray, n: float) -> np.ndarray:
+    """Hurvich, Simonoff & Tsai (1998): ``log sigma^2 + (1 + tr H / n) / (1 - (tr H + 2) / n)``.
+
+    ``+inf`` where the denominator is not positive (``tr H >= n - 2``) or
+    ``sigma^2 = 0`` would give ``-inf`` with a degenerate fit.
+    """
+    den = 1.0 - (trace + 2.0) / n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = np.log(sigma2) + (1.0 + trace / n) / den
+    return np.where((den > 0) & (sigma2 > 0) & np.isfinite(value), value, np.inf)
+
+
+def gcv(sigma2: np.ndarray, trace: np.ndarray, n: float) -> np.ndarray:
+    """Generalised cross-validation: ``sigma^2 / (1 - tr H / n)^2`` (+inf where ``tr H >= n``)."""
+    den = 1.0 - trace / n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = sigma2 / den**2
+    return np.where((den > 0) & np.isfinite(value), value, np.inf)
+
+
+def criterion_scores(
+    fits: np.ndarray, hat: np.ndarray, Y: np.ndarray, w: np.ndarray, criterion: str
+) -> np.ndarray:
+    """Return the negated criterion of each candidate (higher is better): (F,).
+
+    Parameters
+    ----------
+    fits : ndarray of shape (F, n, k)
+        In-sample fitted values per candidate.
+    hat : ndarray of shape (F, n)
+        Hat diagonal ``H_ii`` per candidate (a point's weight in its own fit,
+        its frequency weight included, so ``tr H = sum_i H_ii``).
+    Y : ndarray of shape (n, k)
+        Targets.
+    w : ndarray of shape (n,)
+        Frequency weights: ``n = sum w`` and ``sigma^2`` the weighted mean
+        squared residual (averaged over the k outputs).
+    criterion : {"aicc", "gcv"}
+        Which criterion.
+
+    Returns
+    -------
+    ndarray of shape (F,)
+        ``-criterion``; ``-inf`` for a candidate with a NaN fit.
+    """
+    n = float(w.sum())
+    residual = ((fits - Y[None]) ** 2).mean(axis=2)  # (F, n)
+    sigma2 = residual @ w / n
+    trace = hat.sum(axis=1)
+    value = (aicc if criterion == "aicc" else gcv)(sigma2, trace, n)
+    return np.where(np.isnan(sigma2), -np.inf, -value)

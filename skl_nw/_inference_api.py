@@ -1,0 +1,293 @@
+"""Public inference methods of the estimators, as mixins over a few private hooks.
+
+``_SmootherInferenceMixin`` gives a regressor ``predict_gradient``,
+``predict_interval`` and the ``return_std`` part of ``predict`` from four
+hooks (``_targets``, ``_smooth``, ``_mean_std``, ``_gradient``);
+``_NWInferenceMixin`` implements them for Nadaraya–Watson with
+:func:`skl_nw._engine.kernel_sums`, and another linear smoother (local
+polynomial) implements its own.  ``_DensityMixin`` gives the Parzen
+classifier its kernel density estimates.  The formulas are in
+:mod:`skl_nw._inference`.
+"""
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy.special import logsumexp
+from sklearn import get_config
+from sklearn.utils import check_random_state
+
+from . import _engine
+from ._inference import (
+    MULTIPLIERS,
+    interval_from_std,
+    local_constant_std,
+    nw_gradient,
+    percentile_interval,
+    wild_multipliers,
+)
+
+# Above this many value columns the smoother is applied as attention weights @ V.
+_FEW_COLUMNS = 8
+# Bootstrap value columns per kernel_sums call: at most this many doubles (n x columns).
+_BOOT_BLOCK_DOUBLES = 2**23
+
+
+def _check_interval_args(alpha, method, n_boot, multipliers) -> None:
+    if not (isinstance(alpha, Real) and 0 < alpha < 1):
+        raise ValueError(f"alpha must be a float in (0, 1); got {alpha!r}.")
+    if method not in ("normal", "bootstrap"):
+        raise ValueError(f"method must be 'normal' or 'bootstrap'; got {method!r}.")
+    if not (isinstance(n_boot, Integral) and not isinstance(n_boot, bool) and n_boot >= 1):
+        raise ValueError(f"n_boot must be a positive integer; got {n_boot!r}.")
+    if multipliers not in MULTIPLIERS:
+        raise ValueError(f"multipliers must be one of {MULTIPLIERS}; got {multipliers!r}.")
+
+
+class _SmootherInferenceMixin:
+    """Gradients and intervals of a fitted linear smoother (see the module docstring)."""
+
+    def _shaped(self, A: np.ndarray) -> np.ndarray:
+        """(m, k, ...) -> (m, ...) when the training targets were 1-D."""
+        return A[:, 0] if self._y_1d else A
+
+    def predict_gradient(self, X: ArrayLike) -> np.ndarray:
+        """Exact gradient of the fitted regression function at each query.
+
+        ``d m / d x_j`` of the prediction (the ratio of kernel sums
+        differentiated in closed form, no finite differences).  The tophat
+        kernel's fit is piecewise constant: its gradient is 0 wherever it
+        exists; so is a compact kernel's nearest-point fallback.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            Queries.
+
+        Returns
+        -------
+        ndarray of shape (n_queries, n_features) or (n_queries, n_targets, n_features)
+            The gradient, per target for 2-D training targets.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skl_nw import NadarayaWatsonRegressor
+        >>> X = np.linspace(0, 4, 200)[:, None]
+        >>> reg = NadarayaWatsonRegressor(bandwidth=0.2).fit(X, 3 * X[:, 0])
+        >>> reg.predict_gradient([[2.0]]).round(3)
+        array([[3.]])
+        """
+        return self._shaped(self._gradient(self._queries(X)))
+
+    def _predict_with_std(self, X: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+        mean, std = self._mean_std(self._queries(X))
+        return self._shaped(mean), self._shaped(std)
+
+    def predict_interval(
+        self,
+        X: ArrayLike,
+        alpha: float = 0.05,
+        method: str = "normal",
+        n_boot: int = 399,
+        random_state=None,
+        *,
+        multipliers: str = "rademacher",
+    ) -> np.ndarray:
+        """Pointwise ``1 - alpha`` confidence intervals for the smoothed regression curve.
+
+        The intervals cover ``E[m_hat(q)]``, the regression function as the
+        smoother sees it at this bandwidth, not the regression function
+        itself: the smoother's bias (of order ``h^2`` times the curvature) is
+        not included.  Undersmoothing (a bandwidth below the one that
+        minimises the prediction error) makes the bias small against the
+        standard error, at the price of wider intervals.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            Queries.
+        alpha : float, default=0.05
+            Miscoverage level of each pointwise interval.
+        method : {"normal", "bootstrap"}, default="normal"
+            "normal": ``m_hat -+ z_{1 - alpha / 2} se`` with the standard error
+            of ``predict(X, return_std=True)``.  "bootstrap": wild bootstrap of
+            the residuals at the training points with the bandwidth held
+            fixed; the interval is ``m_hat(q)`` plus the percentiles of the
+            bootstrap deviations ``sum_i alpha_i(q) v_i e_i`` (the bootstrap
+            fits recentred on the fit, so that, like the normal interval, it
+            targets the smoothed curve).  The smoother is linear in ``y``: all
+            bootstrap fits are one pooling of ``n_boot`` value columns.
+        n_boot : int, default=399
+            Bootstrap replications (``method="bootstrap"``).
+        random_state : int, RandomState instance or None, default=None
+            Seeds the bootstrap multipliers.
+        multipliers : {"rademacher", "mammen"}, default="rademacher"
+            Law of the wild-bootstrap multipliers ``v_i`` (mean 0, variance 1;
+            divided by ``sqrt(w_i)`` for a sample weight ``w_i``, the variance
+            of the mean of ``w_i`` repeated rows' multipliers).
+
+        Returns
+        -------
+        ndarray of shape (n_queries, 2) or (n_queries, n_targets, 2)
+            Lower and upper bounds.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skl_nw import NadarayaWatsonRegressor
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.uniform(0, 1, (300, 1))
+        >>> y = X[:, 0] + rng.normal(0, 0.1, 300)
+        >>> reg = NadarayaWatsonRegressor(bandwidth=0.1).fit(X, y)
+        >>> reg.predict_interval([[0.5]]).round(2)
+        array([[0.48, 0.54]])
+        """
+        _check_interval_args(alpha, method, n_boot, multipliers)
+        Q = self._queries(X)
+        if method == "normal":
+            return self._shaped(interval_from_std(*self._mean_std(Q), alpha))
+        Y, w = self._targets()
+        n, k = Y.shape
+        E = Y - self._smooth(None, Y)
+        with np.errstate(divide="ignore"):
+            E = E / np.sqrt(np.where(w > 0, w, np.inf))[:, None]
+        rng = check_random_state(random_state)
+        block = max(1, _BOOT_BLOCK_DOUBLES // max(1, n * k))
+        mean, deviations = None, []
+        for start in range(0, n_boot, block):
+            b = min(block, n_boot - start)
+            V = wild_multipliers(rng, n, b, multipliers)
+            cols = (V[:, :, None] * E[:, None, :]).reshape(n, b * k)
+            pooled = self._smooth(Q, np.column_stack([Y, cols]))
+            mean = pooled[:, :k]
+            deviations.append(pooled[:, k:].reshape(len(Q), b, k))
+        deviations = np.concatenate(deviations, axis=1).transpose(0, 2, 1)
+        return self._shaped(percentile_interval(mean, deviations, alpha))
+
+
+class _NWInferenceMixin(_SmootherInferenceMixin):
+    """The hooks of :class:`_SmootherInferenceMixin` for Nadaraya–Watson."""
+
+    def _targets(self) -> tuple[np.ndarray, np.ndarray]:
+        """Training targets (n, k) and sample weights (n,), caller order."""
+        train = self._train
+        return train.to_caller(train.values), np.exp(train.to_caller(train.log_w))
+
+    def _sums(self, Q, values, powers=(1,)):
+        return _engine.kernel_sums(
+            Q, self._train, self._kernel, values=values, powers=powers,
+            fallback=self.fallback, options=self._options(),
+        )  # fmt: skip
+
+    def _smooth(self, Q: np.ndarray | None, V: np.ndarray) -> np.ndarray:
+        """Apply the smoother to value columns ``V`` (n, c): (m, c); Q=None: training points."""
+        if Q is None or V.shape[1] <= _FEW_COLUMNS:
+            return self._sums(Q, V).ratios()[:, 0]
+        # Many columns (bootstrap replicates): attention weights of a chunk of
+        # queries times V, one BLAS product, instead of one pass per column.
+        train, n = self._train, V.shape[0]
+        rows = max(1, int(get_config()["working_memory"] * 2**20 // (8 * max(n, 1))))
+        out = np.empty((len(Q), V.shape[1]))
+        for start in range(0, len(Q), rows):
+            A = _engine.attention(
+                Q[start : start + rows], train, self._kernel, fallback=self.fallback,
+                sparse=bool(train.trees), options=self._options(),
+            )  # fmt: skip
+            out[start : start + rows] = A @ V
+        return out
+
+    def _mean_std(self, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        Y, w = self._targets()
+        center = Y[w > 0].mean(axis=0)
+        sums = self._sums(Q, np.column_stack([Y, (Y - center) ** 2]), powers=(1, 2))
+        return local_constant_std(sums, Y.shape[1], center)
+
+    def _gradient(self, Q: np.ndarray) -> np.ndarray:
+        Y, w = self._targets()
+        Yc = Y - Y[w > 0].mean(axis=0)  # the gradient does not depend on a shift of y
+        X = self._train.to_caller(self._train.X)  # centred scaled inputs
+        (n, d), k = X.shape, Y.shape[1]
+        XY = (X[:, :, None] * Yc[:, None, :]).reshape(n, d * k)
+        sums = self._sums(Q, np.column_stack([Yc, X, XY]), powers=(1, "ds"))
+        return nw_gradient(sums, Q - self._train.center, k, self.bandwidth_)
+
+
+class _DensityMixin:
+    """Kernel density estimates of a fitted Parzen classifier."""
+
+    def score_class_samples(self, X: ArrayLike) -> np.ndarray:
+        """Class-conditional log densities ``log p(x | c)`` at each query.
+
+        The weighted kernel density estimate of each class,
+        ``p(x | c) = sum_{i in c} w_i K(u_i) / (W_c prod_j h_j) * c_d``, with
+        ``W_c`` the class's total sample weight and ``c_d`` the kernel's
+        normalising constant in ``d`` dimensions.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            Queries.
+
+        Returns
+        -------
+        ndarray of shape (n_queries, n_classes)
+            Log densities in ``classes_`` order; ``-inf`` where a compact
+            kernel has no point of the class within its support (and for a
+            class of zero total weight).
+        """
+        L = self._class_log_densities(self._queries(X))
+        return L
+
+    def _class_log_densities(self, Q: np.ndarray) -> np.ndarray:
+        train, kernel = self._train, self._kernel
+        L = _engine.class_log_sums(
+            Q, train, kernel, relative=False, fallback="nan", options=self._options()
+        )
+        # The stored weights of class c sum to T_c (W_c, or pi_c with priors), and
+        # sum_{i in c} w'_i K_i / T_c = sum_{i in c} w_i K_i / W_c either way.
+        w = np.exp(train.log_w)
+        T = np.add.reduceat(w, train.starts) if len(w) else np.zeros(len(train.starts))
+        d = Q.shape[1]
+        const = kernel.log_normalizer(d) - np.log(self.bandwidth_).sum()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            L = L - np.log(T) + const
+        return np.where(np.isnan(L), -np.inf, L)
+
+    def score_samples(self, X: ArrayLike) -> np.ndarray:
+        """Log density of the training inputs at each query.
+
+        The weighted kernel density estimate
+        ``p(x) = sum_i w_i K(u_i) / (W prod_j h_j) * c_d`` (``W`` the total
+        sample weight, ``c_d`` the kernel's normalising constant), i.e. the
+        mixture of the class densities with the empirical class weights
+        whatever ``priors`` are.  Low values flag queries far from the
+        training data, where the classifier extrapolates.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            Queries.
+
+        Returns
+        -------
+        ndarray of shape (n_queries,)
+            ``log p(x)``; ``-inf`` where a compact kernel has no training point
+            within its support.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skl_nw import ParzenClassifier
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]])
+        >>> clf = ParzenClassifier(bandwidth=1.0).fit(X, [0, 0, 1, 1])
+        >>> clf.score_samples([[1.5], [30.0]]).round(2)
+        array([  -1.42, -366.81])
+        """
+        L = self._class_log_densities(self._queries(X))
+        share = self._class_weight / self._class_weight.sum()
+        with np.errstate(divide="ignore"):
+            return logsumexp(L + np.log(share), axis=1)

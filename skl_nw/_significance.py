@@ -1,0 +1,195 @@
+"""The kernel significance test of Racine (1997) and Racine, Hart & Li (2006)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+from sklearn.base import clone, is_regressor
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_array, column_or_1d
+
+from ._inference import wild_multipliers
+
+__all__ = ["SignificanceResult", "significance_test"]
+
+_RESIDUALS = ("wild", "wild-rademacher", "iid")
+# Bootstrap samples per refit: at most this many doubles of value columns (n x columns).
+_BLOCK_DOUBLES = 2**22
+
+
+@dataclass(frozen=True, eq=False)  # eq would compare the arrays element-wise
+class SignificanceResult:
+    """Result of :func:`significance_test`.
+
+    Attributes
+    ----------
+    statistic : float
+        ``T = n^-1 sum_i sum_{j in features} (dm/dx_j (x_i))^2``.
+    pvalue : float
+        ``(1 + #{T* >= T}) / (1 + n_boot)``; reject at level ``alpha`` when
+        ``pvalue <= alpha``.
+    null_distribution : ndarray of shape (n_boot,)
+        The bootstrap statistics ``T*`` under the null hypothesis.
+    """
+
+    statistic: float
+    pvalue: float
+    null_distribution: np.ndarray
+
+
+def _feature_indices(features, X, n_features: int) -> list[int]:
+    names = getattr(X, "columns", None)
+    items = [features] if isinstance(features, (str, int, np.integer)) else list(features)
+    if not items:
+        raise ValueError("features must name at least one column; got an empty list.")
+    out = []
+    for f in items:
+        if isinstance(f, str):
+            if names is None or f not in list(names):
+                raise ValueError(
+                    f"features: {f!r} is not a column name of X (names need a DataFrame)."
+                )
+            out.append(list(names).index(f))
+        elif isinstance(f, (int, np.integer)) and -n_features <= f < n_features:
+            out.append(int(f) % n_features)
+        else:
+            raise ValueError(
+                f"features must be column indices in [0, {n_features}) or column names; got {f!r}."
+            )
+    if len(set(out)) != len(out):
+        raise ValueError(f"features must not repeat a column; got {features!r}.")
+    return out
+
+
+def _statistics(estimator, X: np.ndarray, Y: np.ndarray, features: list[int]) -> np.ndarray:
+    """``T`` for each column of ``Y`` (n, B): one fit on all columns (the smoother is linear)."""
+    fitted = clone(estimator).fit(X, Y)
+    G = fitted.predict_gradient(X)  # (n, B, d) for 2-D Y, (n, d) for 1-D
+    G = G.reshape(len(X), -1, X.shape[1])[:, :, features]
+    return (G**2).sum(axis=2).mean(axis=0)
+
+
+def _restricted_fit(estimator, X: np.ndarray, y: np.ndarray, keep: list[int]) -> np.ndarray:
+    """In-sample fit of the null model, without the tested features (the mean if none remain)."""
+    if not keep:
+        return np.full(len(y), y.mean())
+    restricted = clone(estimator)
+    h = restricted.get_params()["bandwidth"]
+    if not isinstance(h, str) and np.ndim(h) == 1 and np.size(h) == X.shape[1]:
+        restricted.set_params(bandwidth=np.asarray(h)[keep])
+    return restricted.fit(X[:, keep], y).predict(X[:, keep])
+
+
+def significance_test(
+    estimator,
+    X: ArrayLike,
+    y: ArrayLike,
+    features,
+    n_boot: int = 399,
+    random_state=None,
+    *,
+    residuals: str = "wild",
+) -> SignificanceResult:
+    """Test whether a kernel regression depends on some of its features.
+
+    The consistent significance test of Racine (1997) and Racine, Hart & Li
+    (2006) for continuous features: the null hypothesis is that the
+    regression function ``E[y | x]`` does not depend on the features tested.
+    The statistic is the mean squared partial derivative of the fitted
+    regression along them,
+
+    ``T = n^-1 sum_i sum_{j in features} (dm_hat/dx_j (x_i))^2``,
+
+    with exact derivatives (:meth:`NadarayaWatsonRegressor.predict_gradient`).
+    Its null distribution is bootstrapped as in the paper (method I): the
+    restricted model ``m_0`` (the same estimator without the tested features;
+    the mean when none remain) is fitted, ``y*_i = m_0(x_i) + u*_i`` with the
+    bootstrap residuals ``u*`` of the restricted fit (under the null they
+    estimate the noise; the unrestricted fit's residuals are shrunk by the
+    smoother, and with them the test over-rejects: 12% at a 5% level in the
+    setting of the tests), and ``T*`` is
+    recomputed on each bootstrap sample with the bandwidth held fixed.  The
+    smoother is linear in ``y``, so all the bootstrap samples are fitted at
+    once, as the columns of one 2-D target.
+
+    Parameters
+    ----------
+    estimator : regressor with ``predict_gradient``
+        Unfitted, with its bandwidth (e.g. from :class:`BandwidthSearchCV`'s
+        ``bandwidth_``); cloned and fitted here.  A per-feature bandwidth
+        array is restricted to the remaining features for the null model.
+    X : array-like of shape (n_samples, n_features)
+        Training inputs.
+    y : array-like of shape (n_samples,)
+        Targets.
+    features : int, str or list of int or str
+        The columns tested: indices, or names of the columns of a DataFrame.
+    n_boot : int, default=399
+        Bootstrap replications.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the bootstrap.
+    residuals : {"wild", "wild-rademacher", "iid"}, default="wild"
+        Bootstrap residuals: ``u*_i = v_i u_i`` with Mammen's (the paper's) or
+        Rademacher multipliers, robust to heteroscedasticity; or the centred
+        residuals resampled with replacement.
+
+    Returns
+    -------
+    SignificanceResult
+        ``statistic``, ``pvalue`` and ``null_distribution``.
+
+    Notes
+    -----
+    The statistic adds squared derivatives in the units of ``y / x_j``:
+    features in different units are weighted by those units.  The test is
+    as good as the bandwidth: an oversmoothed fit hides a weak effect.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skl_nw import NadarayaWatsonRegressor, significance_test
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-1, 1, (100, 2))
+    >>> y = np.sin(3 * X[:, 0]) + rng.normal(0, 0.3, 100)   # feature 1 is noise
+    >>> reg = NadarayaWatsonRegressor(bandwidth=[0.2, 0.4])
+    >>> significance_test(reg, X, y, [0], n_boot=99, random_state=0).pvalue
+    0.01
+    >>> bool(significance_test(reg, X, y, [1], n_boot=99, random_state=0).pvalue > 0.05)
+    True
+    """
+    if not (is_regressor(estimator) and hasattr(estimator, "predict_gradient")):
+        raise ValueError(
+            "estimator must be a regressor with predict_gradient (e.g. "
+            f"NadarayaWatsonRegressor); got {type(estimator).__name__}."
+        )
+    if residuals not in _RESIDUALS:
+        raise ValueError(f"residuals must be one of {_RESIDUALS}; got {residuals!r}.")
+    if not (isinstance(n_boot, (int, np.integer)) and n_boot >= 1):
+        raise ValueError(f"n_boot must be a positive integer; got {n_boot!r}.")
+    Xa = check_array(X, dtype=np.float64)
+    y = column_or_1d(y, warn=True).astype(np.float64)
+    if len(y) != len(Xa):
+        raise ValueError(f"X and y have different lengths: {len(Xa)} and {len(y)}.")
+    tested = _feature_indices(features, X, Xa.shape[1])
+    keep = [j for j in range(Xa.shape[1]) if j not in tested]
+
+    statistic = float(_statistics(estimator, Xa, y, tested)[0])
+    null_fit = _restricted_fit(estimator, Xa, y, keep)
+    u = y - null_fit
+    rng = check_random_state(random_state)
+    n = len(y)
+    block = max(1, _BLOCK_DOUBLES // (n * (Xa.shape[1] + 1)))
+    null = []
+    for start in range(0, n_boot, block):
+        b = min(block, n_boot - start)
+        if residuals == "iid":
+            U = (u - u.mean())[rng.randint(0, n, (n, b))]
+        else:
+            kind = "mammen" if residuals == "wild" else "rademacher"
+            U = wild_multipliers(rng, n, b, kind) * u[:, None]
+        null.append(_statistics(estimator, Xa, null_fit[:, None] + U, tested))
+    null = np.concatenate(null)
+    pvalue = (1.0 + np.count_nonzero(null >= statistic)) / (1.0 + n_boot)
+    return SignificanceResult(statistic, float(pvalue), null)

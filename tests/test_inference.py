@@ -1,0 +1,185 @@
+"""Gradients, standard errors and intervals against finite differences and the dense oracle."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+
+from conftest import naive_gradient, naive_local_linear, naive_predict, naive_std
+from skl_nw import NadarayaWatsonRegressor
+from skl_nw._inference import sandwich_variance, wild_multipliers
+from skl_nw._kernels import kernel_names
+
+NAMES = kernel_names()
+PATHS = ["brute", "kd_tree"]
+
+
+def _data(rng, n=150, d=2, k=None):
+    X = rng.uniform(0, 4, (n, d))
+    f = np.sin(X[:, 0]) + 0.5 * X[:, 1] ** 2
+    y = f + rng.normal(0, 0.2, n)
+    if k:
+        y = np.column_stack([y * (c + 1) - c for c in range(k)])
+    w = rng.uniform(0.5, 2.0, n)
+    return X, y, w
+
+
+@pytest.mark.parametrize("algorithm", PATHS)
+@pytest.mark.parametrize("kernel", NAMES)
+@pytest.mark.parametrize("k", [None, 2])
+def test_gradient_equals_finite_differences(rng, kernel, algorithm, k):
+    X, y, w = _data(rng, k=k)
+    reg = NadarayaWatsonRegressor(bandwidth=[0.7, 0.9], kernel=kernel, algorithm=algorithm)
+    reg.fit(X, y, sample_weight=w)
+    Q = rng.uniform(0.5, 3.5, (12, 2))
+    G = reg.predict_gradient(Q)
+    assert G.shape == ((12, 2) if k is None else (12, k, 2))
+    eps = 1e-6
+    fd = np.stack(
+        [(reg.predict(Q + eps * e) - reg.predict(Q - eps * e)) / (2 * eps) for e in np.eye(2)],
+        axis=-1,
+    )
+    assert_allclose(G, fd, rtol=1e-5, atol=1e-6)
+    if k is None and kernel != "tophat":
+        want = naive_gradient(X, y, Q, [0.7, 0.9], kernel, w)
+        assert_allclose(G, want, rtol=1e-9, atol=1e-9)
+
+
+def test_gradient_far_from_the_origin(rng):
+    # Centred moments: data 1e4 bandwidths from the origin cost no precision.
+    X = 1e3 + np.linspace(0, 4, 400)[:, None]
+    reg = NadarayaWatsonRegressor(bandwidth=0.1).fit(X, 2.0 * X[:, 0] + np.sin(X[:, 0]))
+    Q = 1e3 + np.array([[1.0], [2.0], [3.0]])
+    eps = 1e-5
+    fd = (reg.predict(Q + eps) - reg.predict(Q - eps)) / (2 * eps)
+    assert_allclose(reg.predict_gradient(Q)[:, 0], fd, rtol=1e-5)
+
+
+@pytest.mark.parametrize("algorithm", PATHS)
+@pytest.mark.parametrize("kernel", NAMES)
+def test_std_equals_the_dense_formula(rng, kernel, algorithm):
+    X, y, w = _data(rng, k=2)
+    h = [0.8, 1.0]
+    reg = NadarayaWatsonRegressor(bandwidth=h, kernel=kernel, algorithm=algorithm)
+    reg.fit(X, y, sample_weight=w)
+    Q = rng.uniform(0.5, 3.5, (20, 2))
+    mean, std = reg.predict(Q, return_std=True)
+    assert mean.shape == std.shape == (20, 2)
+    assert_allclose(mean, naive_predict(X, y, Q, h, kernel, w), rtol=1e-10)
+    assert_allclose(std, naive_std(X, y, Q, h, kernel, w), rtol=1e-7, atol=1e-12)
+    reg.fit(X, y[:, 0], sample_weight=w)
+    mean, std = reg.predict(Q, return_std=True)
+    assert mean.shape == std.shape == (20,)
+    assert_allclose(mean, reg.predict(Q), rtol=1e-14)
+
+
+def test_std_integer_weights_equal_repeated_rows(rng):
+    X, y, _ = _data(rng, n=60)
+    w = rng.integers(1, 4, 60)
+    Q = rng.uniform(0, 4, (15, 2))
+    a = NadarayaWatsonRegressor(bandwidth=0.6).fit(X, y, sample_weight=w)
+    b = NadarayaWatsonRegressor(bandwidth=0.6).fit(np.repeat(X, w, 0), np.repeat(y, w))
+    assert_allclose(a.predict(Q, return_std=True), b.predict(Q, return_std=True), rtol=1e-10)
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+def test_std_is_zero_with_one_effective_neighbour_and_finite_far_away(kernel):
+    X = np.array([[0.0], [1.0], [50.0]])
+    reg = NadarayaWatsonRegressor(bandwidth=0.1, kernel=kernel).fit(X, [1.0, 2.0, 3.0])
+    mean, std = reg.predict([[0.0], [1e6], [-30.0]], return_std=True)
+    assert np.all(np.isfinite(std)) and np.all(np.isfinite(mean))
+    assert_allclose(std, 0.0, atol=1e-12)
+    assert_allclose(mean, [1.0, 3.0, 1.0])
+
+
+def test_std_is_sigma_over_root_n_for_a_wide_bandwidth(rng):
+    # h -> inf: equal weights, se^2 = (population variance of y) / n.
+    y = rng.normal(size=200)
+    X = rng.uniform(size=(200, 1))
+    _, std = NadarayaWatsonRegressor(bandwidth=1e6).fit(X, y).predict([[0.5]], return_std=True)
+    assert_allclose(std, np.std(y) / np.sqrt(200), rtol=1e-8)
+
+
+def test_sandwich_equals_the_dense_local_linear_variance(rng):
+    X = rng.uniform(0, 4, (80, 1))
+    y = np.sin(X[:, 0])
+    Q = rng.uniform(0.5, 3.5, (10, 1))
+    _, rows, G1, G2 = naive_local_linear(X, y, Q, 0.5)
+    sigma2 = rng.uniform(0.5, 2.0, 10)
+    # Var(l' y) = sigma^2 sum_i l_i^2 for independent errors of variance sigma^2.
+    assert_allclose(sandwich_variance(G1, G2, sigma2), sigma2 * (rows**2).sum(1), rtol=1e-10)
+    # p = 1 is the local-constant factor sum K^2 / (sum K)^2.
+    g1, g2 = G1[:, :1, :1], G2[:, :1, :1]
+    assert_allclose(sandwich_variance(g1, g2, sigma2[:, None])[:, 0],
+                    sigma2 * g2[:, 0, 0] / g1[:, 0, 0] ** 2)  # fmt: skip
+
+
+def test_wild_multipliers_have_mean_zero_and_unit_variance():
+    rs = np.random.RandomState(0)
+    for kind in ("rademacher", "mammen"):
+        V = wild_multipliers(rs, 200_000, 1, kind)
+        assert abs(V.mean()) < 0.01 and abs(V.var() - 1) < 0.01
+        if kind == "mammen":
+            assert abs((V**3).mean() - 1) < 0.03
+
+
+@pytest.mark.parametrize("k", [None, 2])
+def test_interval_shapes_and_the_normal_interval(rng, k):
+    X, y, _ = _data(rng, k=k)
+    reg = NadarayaWatsonRegressor(bandwidth=0.5).fit(X, y)
+    Q = rng.uniform(0, 4, (7, 2))
+    mean, std = reg.predict(Q, return_std=True)
+    for method in ("normal", "bootstrap"):
+        band = reg.predict_interval(Q, alpha=0.1, method=method, n_boot=99, random_state=0)
+        assert band.shape == mean.shape + (2,)
+        assert np.all(band[..., 0] <= mean) and np.all(mean <= band[..., 1])
+    band = reg.predict_interval(Q, alpha=0.1)
+    assert_allclose(band[..., 1] - mean, 1.6448536269514722 * std, rtol=1e-12)
+    assert_allclose(mean - band[..., 0], 1.6448536269514722 * std, rtol=1e-12)
+
+
+def test_bootstrap_is_reproducible_and_matches_explicit_refits(rng):
+    X, y, w = _data(rng, n=40)
+    w = np.round(w)
+    reg = NadarayaWatsonRegressor(bandwidth=0.6).fit(X, y, sample_weight=w)
+    Q = rng.uniform(0, 4, (5, 2))
+    a = reg.predict_interval(Q, method="bootstrap", n_boot=50, random_state=3)
+    assert_array_equal(a, reg.predict_interval(Q, method="bootstrap", n_boot=50, random_state=3))
+    # The same draws by explicit refits: y* = m(x_i) + v_i e_i / sqrt(w_i).
+    fitted = reg.predict(X)
+    V = wild_multipliers(np.random.RandomState(3), 40, 50, "rademacher")
+    boot = np.column_stack([
+        NadarayaWatsonRegressor(bandwidth=0.6)
+        .fit(X, fitted + V[:, b] * (y - fitted) / np.sqrt(w), sample_weight=w)
+        .predict(Q)
+        for b in range(50)
+    ])  # fmt: skip
+    dev = boot - naive_predict(X, fitted, Q, 0.6, sample_weight=w)[:, None]
+    want = reg.predict(Q)[:, None] + np.quantile(dev, [0.025, 0.975], axis=1).T
+    assert_allclose(a, want, rtol=1e-9, atol=1e-9)
+
+
+def test_bootstrap_std_tracks_the_normal_std_under_homoscedastic_noise(rng):
+    X = rng.uniform(0, 1, (400, 1))
+    y = rng.normal(0, 1, 400)  # a flat curve: no bias, local variance = residual variance
+    reg = NadarayaWatsonRegressor(bandwidth=0.1).fit(X, y)
+    Q = np.linspace(0.2, 0.8, 5)[:, None]
+    normal = np.diff(reg.predict_interval(Q), axis=-1)[:, 0]
+    boot = np.diff(reg.predict_interval(Q, method="bootstrap", random_state=0), axis=-1)[:, 0]
+    assert_allclose(boot, normal, rtol=0.25)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"alpha": 0.0}, "alpha"),
+        ({"alpha": 1.5}, "alpha"),
+        ({"method": "basic"}, "method"),
+        ({"n_boot": 0}, "n_boot"),
+        ({"multipliers": "normal"}, "multipliers"),
+    ],
+)
+def test_interval_bad_arguments(rng, kwargs, match):
+    X, y, _ = _data(rng, n=20)
+    reg = NadarayaWatsonRegressor().fit(X, y)
+    with pytest.raises(ValueError, match=match):
+        reg.predict_interval(X[:2], **kwargs)

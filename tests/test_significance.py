@@ -1,0 +1,96 @@
+"""The kernel significance test: its statistic, size and power at small n."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+
+from conftest import naive_gradient
+from skl_nw import BandwidthSearchCV, NadarayaWatsonRegressor, ParzenClassifier, significance_test
+
+H = [0.3, 0.4]
+
+
+def _sample(seed, n=60, effect=0.0):
+    """``y = sin(2 x0) + effect * x1 + N(0, 0.5^2)``, x ~ U(-1, 1)^2: x1 matters iff effect != 0."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, (n, 2))
+    return X, np.sin(2 * X[:, 0]) + effect * X[:, 1] + rng.normal(0, 0.5, n)
+
+
+def _pvalues(effect, reps, residuals="wild"):
+    reg = NadarayaWatsonRegressor(bandwidth=H)
+    return np.array([
+        significance_test(reg, *_sample(s, effect=effect), [1], n_boot=99, random_state=s,
+                          residuals=residuals).pvalue
+        for s in range(reps)
+    ])  # fmt: skip
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+def test_statistic_equals_the_dense_gradient(kernel):
+    X, y = _sample(0, effect=0.5)
+    reg = NadarayaWatsonRegressor(bandwidth=[0.5, 0.6], kernel=kernel)
+    G = naive_gradient(X, y, X, [0.5, 0.6], kernel)
+    for features in ([0], [1], [0, 1]):
+        result = significance_test(reg, X, y, features, n_boot=19, random_state=0)
+        assert_allclose(result.statistic, (G[:, features] ** 2).sum(1).mean(), rtol=1e-9)
+        assert result.null_distribution.shape == (19,)
+        assert result.pvalue == (1 + np.sum(result.null_distribution >= result.statistic)) / 20
+
+
+def test_null_distribution_equals_explicit_bootstrap_refits():
+    X, y = _sample(1, n=40)
+    reg = NadarayaWatsonRegressor(bandwidth=H)
+    result = significance_test(reg, X, y, [1], n_boot=5, random_state=7, residuals="iid")
+    m0 = NadarayaWatsonRegressor(bandwidth=H[:1]).fit(X[:, :1], y).predict(X[:, :1])
+    u = y - m0
+    rs = np.random.RandomState(7)
+    index = rs.randint(0, 40, (40, 5))
+    for b in range(5):
+        y_star = m0 + (u - u.mean())[index[:, b]]
+        G = naive_gradient(X, y_star, X, H)
+        assert_allclose(result.null_distribution[b], np.mean(G[:, 1] ** 2), rtol=1e-9)
+
+
+@pytest.mark.parametrize("residuals", ["wild", "iid"])
+def test_size_at_five_percent(residuals):
+    # 200 replications under the null (x1 does not enter), n = 60, 99 bootstrap samples.
+    rejected = np.mean(_pvalues(0.0, 200, residuals) <= 0.05)
+    assert 0.02 <= rejected <= 0.09
+
+
+def test_power_against_a_linear_effect():
+    # Alternative: y = sin(2 x0) + 0.6 x1 + N(0, 0.5^2), n = 60, tested at 5%.
+    assert np.mean(_pvalues(0.6, 50) <= 0.05) >= 0.8
+
+
+def test_all_features_and_dataframe_names():
+    pd = pytest.importorskip("pandas")
+    X, y = _sample(2, effect=1.0)
+    frame = pd.DataFrame(X, columns=["a", "b"])
+    reg = NadarayaWatsonRegressor(bandwidth=H)
+    by_name = significance_test(reg, frame, y, ["b"], n_boot=29, random_state=0)
+    by_index = significance_test(reg, X, y, [1], n_boot=29, random_state=0)
+    assert_allclose(by_name.statistic, by_index.statistic, rtol=1e-12)
+    assert_allclose(by_name.null_distribution, by_index.null_distribution, rtol=1e-12)
+    both = significance_test(reg, X, y, [0, 1], n_boot=29, random_state=0)  # null: the mean
+    assert both.pvalue == 1 / 30
+
+
+@pytest.mark.parametrize(
+    "estimator, features, kwargs, match",
+    [
+        (ParzenClassifier(), [0], {}, "predict_gradient"),
+        (BandwidthSearchCV(NadarayaWatsonRegressor()), [0], {}, "predict_gradient"),
+        (NadarayaWatsonRegressor(), [], {}, "at least one"),
+        (NadarayaWatsonRegressor(), [2], {}, "column indices"),
+        (NadarayaWatsonRegressor(), ["a"], {}, "column name"),
+        (NadarayaWatsonRegressor(), [0, 0], {}, "repeat"),
+        (NadarayaWatsonRegressor(), [0], {"n_boot": 0}, "n_boot"),
+        (NadarayaWatsonRegressor(), [0], {"residuals": "pairs"}, "residuals"),
+    ],
+)
+def test_bad_arguments_raise(estimator, features, kwargs, match):
+    X, y = _sample(3, n=20)
+    with pytest.raises(ValueError, match=match):
+        significance_test(estimator, X, y, features, **kwargs)
