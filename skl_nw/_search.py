@@ -10,38 +10,30 @@ from numpy.typing import ArrayLike
 from scipy.stats import rankdata
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, _fit_context, clone, is_classifier
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.metrics import check_scoring, get_scorer_names
+from sklearn.metrics import get_scorer_names
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import Pipeline
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.metadata_routing import (
     UNUSED,
-    MetadataRouter,
-    MethodMapping,
-    _routing_enabled,
-    get_routing_for_object,
-    process_routing,
 )
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import has_fit_parameter, validate_data
 
 from ._base import check_weights, rule_of_thumb
 from ._inference import CRITERIA, criterion_scores
+from ._search_plumbing import _Plumbing
 from ._search_support import (
     _ESTIMATOR_ERROR,
     PROBA_FLOOR,
     _backend,
     _bandwidths,
     _collapse,
-    _DefaultScorer,
     _Delegation,
     _log_loss,
     _LOOClassifier,
     _LOORegressor,
     _nw_step,
     _Progress,
-    _Routed,
     _say,
     _squared_error,
     loo_base,
@@ -62,7 +54,7 @@ _MAX_LOG_STEP = 40.0
 _ROW_BLOCKS = 50
 
 
-class BandwidthSearchCV(_Delegation, MetaEstimatorMixin, BaseEstimator):
+class BandwidthSearchCV(_Delegation, _Plumbing, MetaEstimatorMixin, BaseEstimator):
     """Select the bandwidths of a Nadaraya–Watson estimator by cross-validation.
 
     Three routes to the same goal, all minimising an honest out-of-sample
@@ -335,96 +327,6 @@ class BandwidthSearchCV(_Delegation, MetaEstimatorMixin, BaseEstimator):
         del self._scorer
         return self
 
-    def _check_criterion(self, classifier: bool) -> None:
-        if self.criterion == "loo":
-            return
-        if classifier:
-            raise ValueError(
-                f"criterion={self.criterion!r} applies to regressors only; a classifier "
-                "takes criterion='loo' (scored by scoring)."
-            )
-        if self.method != "grid" or not (isinstance(self.cv, str) and self.cv == "loo"):
-            raise ValueError(
-                f"criterion={self.criterion!r} needs method='grid' and cv='loo' (an "
-                f"in-sample criterion); got method={self.method!r}, cv={self.cv!r}."
-            )
-        if self.scoring is not None:
-            raise ValueError(
-                f"scoring applies to criterion='loo' only; got scoring={self.scoring!r} "
-                f"with criterion={self.criterion!r}."
-            )
-
-    def _validate(self, X: ArrayLike, y: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
-        classifier = is_classifier(self.estimator)
-        X, y = validate_data(self, X, y, dtype=np.float64, multi_output=not classifier)
-        if classifier:
-            check_classification_targets(y)
-        return X, y
-
-    def _get_scorer(self):
-        if self.scoring is None:
-            return _DefaultScorer(self.estimator)
-        return check_scoring(self.estimator, self.scoring)
-
-    def _route(self, sample_weight: ArrayLike | None) -> _Routed:
-        """Where ``sample_weight`` goes, with metadata routing on or off."""
-        pipe = self.estimator if isinstance(self.estimator, Pipeline) else None
-        given = {} if sample_weight is None else {"sample_weight": sample_weight}
-        if not _routing_enabled():
-            if pipe is None or sample_weight is None:
-                return _Routed(given, given, sample_weight, sample_weight, {})
-            # Frequency weights: every step whose fit takes them gets them.
-            pre = {
-                f"{name}__sample_weight": sample_weight
-                for name, step in pipe.steps[:-1]
-                if step not in (None, "passthrough") and has_fit_parameter(step, "sample_weight")
-            }
-            fit = {**pre, f"{pipe.steps[-1][0]}__sample_weight": sample_weight}
-            return _Routed(fit, fit, sample_weight, sample_weight, pre)
-        routed = process_routing(self, "fit", **given)
-        fit, score = routed.estimator.fit, routed.scorer.score.get("sample_weight")
-        if pipe is None:
-            return _Routed(fit, given, fit.get("sample_weight"), score, {})
-        steps = process_routing(pipe, "fit", **fit)  # raises for steps with unset requests
-        nw = steps[pipe.steps[-1][0]].fit.get("sample_weight")
-        pre = {}
-        if len(pipe) > 1:
-            consumed = get_routing_for_object(pipe[:-1]).consumes("fit_transform", fit)
-            pre = {key: value for key, value in fit.items() if key in consumed}
-        return _Routed(fit, given, nw, score, pre)
-
-    def _fit_pipeline(self, X, y, routed: _Routed, closed_form: bool) -> None:
-        """Search the bandwidth of a pipeline's last step, then refit the pipeline."""
-        pipe = self.estimator
-        name, step = pipe.steps[-1]
-        key = f"{name}__bandwidth"
-        validate_data(self, X, skip_check_array=True)  # n_features_in_, feature_names_in_
-        inner = type(self)(**{**self.get_params(deep=False), "estimator": step})
-        Xt = X if len(pipe) == 1 else clone(pipe[:-1]).fit_transform(X, y, **routed.pre)
-        Xt, yt = inner._validate(Xt, y)
-        if not closed_form:  # preceding steps refitted on every split
-            candidates = inner._candidates(Xt, check_weights(routed.nw, Xt))
-            self._fit_grid_cv(X, y, candidates, routed.search)
-            return
-        # What make_pipeline(..., BandwidthSearchCV(step)) does: the preceding
-        # steps fitted once, the search on their output.
-        inner._scorer = inner._get_scorer()
-        bandwidth = inner._search(Xt, yt, routed.nw, routed.score)
-        for attr in ("best_score_", "n_iter_", "loss_curve_", "best_index_"):
-            if hasattr(inner, attr):
-                setattr(self, attr, getattr(inner, attr))
-        if hasattr(inner, "best_params_"):
-            self.best_params_ = {key: inner.best_params_["bandwidth"]}
-            results = inner.cv_results_
-            self.cv_results_ = {
-                "params": [{key: p["bandwidth"]} for p in results["params"]],
-                f"param_{key}": results["param_bandwidth"],
-                "mean_test_score": results["mean_test_score"],
-                "rank_test_score": results["rank_test_score"],
-            }
-        self.best_estimator_ = clone(pipe).set_params(**{key: bandwidth})
-        self.best_estimator_.fit(X, y, **routed.fit)
-
     def _search(self, X, y, w_nw, w_score) -> np.ndarray:
         """Closed-form leave-one-out search (grid or SGD); returns the bandwidth."""
         if (w_nw is None) != (w_score is None):
@@ -686,28 +588,3 @@ class BandwidthSearchCV(_Delegation, MetaEstimatorMixin, BaseEstimator):
         base, P = self._loo_predictions(Xu, yu, wu, bandwidth, np.ones(1))
         self.best_score_ = self._score(base, P[0], yu, wu)
         return bandwidth
-
-    def get_metadata_routing(self) -> MetadataRouter:
-        """Get the metadata routing of this object.
-
-        ``fit``'s metadata goes to the estimator's ``fit`` and to the scorer
-        (the default scorer asks for what the estimator's ``score`` asks for),
-        ``score``'s to the estimator's ``score``.
-
-        Returns
-        -------
-        routing : MetadataRouter
-            The routing information.
-        """
-        router = MetadataRouter(owner=type(self).__name__)
-        router.add(
-            estimator=self.estimator,
-            method_mapping=MethodMapping()
-            .add(caller="fit", callee="fit")
-            .add(caller="score", callee="score"),
-        )
-        router.add(
-            scorer=self._get_scorer(),
-            method_mapping=MethodMapping().add(caller="fit", callee="score"),
-        )
-        return router
