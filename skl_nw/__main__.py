@@ -127,6 +127,17 @@ def demo(out: Path | None, bandwidth: float | str = "scott") -> int:
 
     out = Path(out or "demo_output")
     out.mkdir(parents=True, exist_ok=True)
+    data = (X_train, y_train, X_test, y_test, pooled_mse)
+    predictions = _plot_predictions(plt, out / "predictions.png", data, fits, bandwidth)
+    heatmap = _plot_attention(plt, out / "attention_weights.png", data, fits, bandwidth)
+    plt.close("all")
+    print(f"Wrote {predictions} and {heatmap}.")
+    return 0
+
+
+def _plot_predictions(plt, path: Path, data, fits: dict, bandwidth) -> Path:
+    """Plot every kernel's predictions (test MSE in the legend, bandwidth in the title)."""
+    X_train, y_train, X_test, y_test, pooled_mse = data
     x_train, x_test = X_train[:, 0], X_test[:, 0]
     widths = {model.bandwidth_[0] for model, _, _ in fits.values()}
     shared = len(widths) == 1  # the rules of thumb do not depend on the kernel
@@ -164,15 +175,19 @@ def demo(out: Path | None, bandwidth: float | str = "scott") -> int:
         borderaxespad=0,
     )
     fig.tight_layout()
-    predictions = out / "predictions.png"
-    fig.savefig(predictions, dpi=120)
+    fig.savefig(path, dpi=120)
+    return path
 
+
+def _plot_attention(plt, path: Path, data, fits: dict, bandwidth) -> Path:
+    """Plot the Gaussian model's attention weights, axes in x units, colour bar labelled."""
+    X_train, _, X_test, _, _ = data
     model = fits["gaussian"][0]
     h = _bandwidth_label(bandwidth, model.bandwidth_[0])
     weights = model.attention_weights(X_test)
     fig, ax = plt.subplots(figsize=(6.2, 5))
     # Cells centred on the inputs, in x units (the training inputs are unevenly spaced).
-    mesh = ax.pcolormesh(_edges(x_train), _edges(x_test), weights, cmap="Reds")
+    mesh = ax.pcolormesh(_edges(X_train[:, 0]), _edges(X_test[:, 0]), weights, cmap="Reds")
     ax.plot([0, 5], [0, 5], color="0.3", lw=0.8, ls="--", label="training x = query x")
     ax.set_aspect("equal")
     ax.set(
@@ -183,11 +198,8 @@ def demo(out: Path | None, bandwidth: float | str = "scott") -> int:
     ax.legend(loc="upper left", fontsize=8)
     fig.colorbar(mesh, ax=ax, label="attention weight (each row sums to 1)")
     fig.tight_layout()
-    heatmap = out / "attention_weights.png"
-    fig.savefig(heatmap, dpi=120)
-    plt.close("all")
-    print(f"Wrote {predictions} and {heatmap}.")
-    return 0
+    fig.savefig(path, dpi=120)
+    return path
 
 
 def main(argv: list[str] | None = None) -> int:
