@@ -219,7 +219,7 @@ def _collapse(X: np.ndarray, y: np.ndarray, w: np.ndarray):
 
 # With algorithm="auto", the closed-form grid times both backends on this share of
 # the training rows (at least _PROBE_MIN_ROWS rows) and runs the faster on all of them.
-_PROBE_SHARE = 1 / 50
+_PROBE_SHARE = 1 / 100
 _PROBE_MIN_ROWS = 32
 # Below this size algorithm="auto" is brute force at every bandwidth (its own rule).
 _PROBE_MIN_SAMPLES = 1_000
@@ -233,7 +233,7 @@ def loo_base(estimator, X, y, w, bandwidth, factors, n_jobs):
     chunk's distances once for every candidate, a tree one radius query at the
     widest candidate's radius, whose neighbours every narrower candidate
     reuses.  Which is cheaper depends on how many neighbours the wide
-    candidates have, so both are fitted and timed on an evenly spaced 2% of
+    candidates have, so both are fitted and timed on an evenly spaced 1% of
     the training rows, and the faster serves all of them (results agree to
     ``rtol`` either way; only the time differs).  For infinite-support
     kernels the tree is timed only where ``algorithm="auto"`` would choose
