@@ -88,9 +88,11 @@ def unit_values(V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 class _Plan:
     """What every chunk of one :func:`kernel_sums` call shares."""
 
-    def __init__(self, train, kernel, V, powers, factors, grouped, loo, fallback):
+    def __init__(self, train, kernel, V, powers, factors, grouped, loo, fallback, exclude=None):
         self.train, self.kernel, self.V = train, kernel, V
         self.powers, self.factors, self.loo, self.fallback = powers, factors, loo, fallback
+        # Stored index of the row each query drops (``exclude``), or None.
+        self.exclude = None if exclude is None else train.inverse_rows(exclude)
         if not set(powers) <= {1, 2, "ds"} or ("ds" in powers and 1 not in powers):
             raise ValueError(f"powers must hold 1, 2 or 'ds', and 1 with 'ds'; got {powers}.")
         # The powers whose weight sums are positive: they tell an underflowed row.
@@ -105,7 +107,7 @@ class _Plan:
         self.slopes = None
         if slope is not None and not train.trees and not grouped and V.shape[1] >= 1:
             self.slopes = np.array([_power(p) * slope / f**2 for f in factors for p in powers])
-            if not loo and len(factors) == 1 and factors[0] == 1.0:
+            if not loo and exclude is None and len(factors) == 1 and factors[0] == 1.0:
                 self.folded = _dense.FoldedKeys(train, V, list(self.slopes))
             else:
                 self.folded = None
@@ -114,6 +116,12 @@ class _Plan:
         self.linear = kernel.compact and not grouped and bool(train.trees)
         if self.linear:  # compact kernels on trees sum in linear space (see _tree_sums)
             self.w = np.exp(_dense.shifted_log_weights(train.log_w))
+
+    def own(self, chunk: slice):
+        """Return the stored index of the row each query of ``chunk`` leaves out, or None."""
+        if self.exclude is not None:
+            return self.exclude[chunk]
+        return np.arange(chunk.start, chunk.stop) if self.loo else None
 
     def empty(self, m: int):
         F, P, G, k1 = self.shape
@@ -171,7 +179,7 @@ def _dlog(kernel: Kernel, s: np.ndarray) -> np.ndarray:
 def _dense_sums(plan: _Plan, chunk: slice, Qc: np.ndarray):
     train, kernel = plan.train, plan.kernel
     m = len(Qc)
-    own = np.arange(chunk.start, chunk.stop) if plan.loo else None
+    own = plan.own(chunk)
     out = plan.empty(m)
     fast = plan.fast_sums(Qc, own)
     S = None
@@ -207,7 +215,7 @@ def _tree_sums(plan: _Plan, chunk: slice, Qc: np.ndarray, margins):
     per neighbour (measured: a sixth of a tree predict at n = 1e6).
     """
     train, kernel, m = plan.train, plan.kernel, len(Qc)
-    own = np.arange(chunk.start, chunk.stop) if plan.loo else None
+    own = plan.own(chunk)
     nb = _tree.Neighbours(Qc, train, kernel, margins, plan.factors, own)
     out = plan.empty(m)
     for f, factor in enumerate(plan.factors):
@@ -273,6 +281,7 @@ def kernel_sums(
     factors: tuple[float, ...] | np.ndarray = (1.0,),
     grouped: bool = False,
     loo: bool = False,
+    exclude: np.ndarray | None = None,
     fallback: str = "nearest",
     options: Options = Options(),  # noqa: B008 - frozen
 ) -> KernelSums:
@@ -300,6 +309,10 @@ def kernel_sums(
         over every row.
     loo : bool, default=False
         With ``Q=None``: drop each training row from its own sums, by index.
+    exclude : ndarray of int of shape (m,), default=None
+        With ``Q`` given: the training row (caller order) that each query
+        drops from its sums, by index (leave-one-out at some training rows:
+        pass their inputs as ``Q``).
     fallback : {"nearest", "nan"}, default="nearest"
         Queries with no point of positive weight inside a compact kernel's
         support: the nearest point(s) count with ``K = 1`` (the ``h -> 0``
@@ -313,7 +326,7 @@ def kernel_sums(
         V = train.to_stored(np.asarray(values).reshape(train.n_samples, -1))
     V, scale = unit_values(V)
     factors = tuple(float(f) for f in factors)
-    plan = _Plan(train, kernel, V, tuple(powers), factors, grouped, loo, fallback)
+    plan = _Plan(train, kernel, V, tuple(powers), factors, grouped, loo, fallback, exclude)
     m = train.n_samples if Q is None else len(Q)
     shift, log_scale, scaled = plan.empty(m)
     parts = run_chunks(
