@@ -13,8 +13,9 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _engine
 from ._base import _NWBase
+from ._engine._chunks import single_threaded_blas
 from ._kernels import Kernel
-from ._local_fit import Shift, exponents, gram_index, monomials, npar, position, solve
+from ._local_fit import exponents, gram_index, monomials, npar, position, shift, solve
 
 __all__ = ["LocalPolynomialRegressor"]
 
@@ -34,7 +35,7 @@ class _Moments:
 
     def __init__(self, d: int, top: int, ytop: int):
         self.d, self.top, self.ytop = d, top, ytop
-        self.shift, self.yshift = Shift(d, top), Shift(d, ytop)
+        self.shift, self.yshift = shift(d, top), shift(d, ytop)
         self.n_plain, self.n_y = npar(d, top), npar(d, ytop)
 
     def values(self, Z: np.ndarray, Y: np.ndarray) -> np.ndarray:
@@ -79,8 +80,17 @@ def _fit(mom: _Moments, M, B, q, degree: int):
     gi = gram_index(d, degree)
     diag = np.diagonal(gi)[1:]
     noise = Mq[:, diag] + M[:, diag] + monomials(q, 2 * degree)[:, diag]
-    coef, a = solve(Mq[:, gi], Bq[:, :P], noise)
+    sizes = [npar(d, p) for p in range(degree + 1)]
+    with single_threaded_blas():  # many small matrices: BLAS threads only spin
+        coef, a = solve(Mq[:, gi], Bq[:, :P], noise, sizes)
     return coef, a, Mq, Bq
+
+
+def usable_degree(degree: int, d: int, n_points: int) -> int:
+    """Highest degree ``<= degree`` with no more coefficients than ``n_points`` points."""
+    while degree > 0 and npar(d, degree) > n_points:
+        degree -= 1
+    return degree
 
 
 def _blocks(m: int, floats_per_row: int):
@@ -94,7 +104,7 @@ class LocalLeaveOneOut:
     The interface of :class:`skl_nw._engine.LeaveOneOut`.  The leave-one-out
     fit at training row ``i`` is the local fit of moment sums from which the
     engine drops row ``i`` by index: the exact refit without ``i`` (the
-    regularisation of a degenerate local problem included), computed at once
+    treatment of a degenerate local problem included), computed at once
     for every row and bandwidth multiple.  Where the local problem stays
     well-posed it equals the linear-smoother identity
     ``y_i - yhat_(-i) = (y_i - yhat_i) / (1 - H_ii)``, computed without its
@@ -102,20 +112,27 @@ class LocalLeaveOneOut:
     """
 
     def __init__(self, train, kernel: Kernel, degree: int, rtol: float):
+        d = train.X.shape[1]
+        # A refit without one row has one point of positive weight fewer.
+        degree = usable_degree(degree, d, int(np.isfinite(train.log_w).sum()) - 1)
         self.train, self.kernel, self.degree, self.rtol = train, kernel, degree, rtol
         self.targets = train.to_caller(train.values)
         self.Z = train.to_caller(train.X)
-        d = train.X.shape[1]
         self._mom = _Moments(d, 2 * degree, degree)
         self._dmom = _Moments(d, 2 * degree + 2, degree + 2)
+        # Where sum w K' t_j^2 z^(a + b) (and z^a y) read the raw moments of two more
+        # degrees: t_j^2 = z_j^2 - 2 q_j z_j + q_j^2 (see loss_grad).
         basis = exponents(d, degree)
-        two = 2 * np.eye(d, dtype=np.intp)
         pair = basis[:, None, :] + basis[None, :, :]
-        self._dplain = np.stack([
-            position(d, 2 * degree + 2, (pair + two[j]).reshape(-1, d)).reshape(pair.shape[:2])
-            for j in range(d)
-        ])  # fmt: skip
-        self._dy = np.stack([position(d, degree + 2, basis + two[j]) for j in range(d)])
+        unit = np.eye(d, dtype=np.intp)
+        top, ytop = 2 * degree + 2, degree + 2
+        self._plain = [
+            np.stack([position(d, top, (pair + s * unit[j]).reshape(-1, d)).reshape(pair.shape[:2])
+                      for j in range(d)])
+            for s in (0, 1, 2)
+        ]  # fmt: skip
+        self._y = [np.stack([position(d, ytop, basis + s * unit[j]) for j in range(d)])
+                   for s in (0, 1, 2)]  # fmt: skip
 
     def predictions(self, factors, n_jobs=None) -> np.ndarray:
         """Leave-one-out predictions at every training row, per bandwidth multiple: (F, n, k)."""
@@ -142,27 +159,37 @@ class LocalLeaveOneOut:
         With weights ``W_k = w_k K(s_k)``, the fit ``a . b`` (``a = G^-1 e_1``)
         moves by ``dm / d log h_j = sum_k dW_k/d log h_j (phi_k . a) r_k``
         (``r_k`` the local residual) and ``dW_k / d log h_j = -2 w_k K'(s_k) t_kj^2``:
-        moments of ``w K'`` (the engine's ``"ds"`` sums) of two more degrees.
-        Exact wherever the local problem needs no regularisation.
+        raw moments of ``w K'`` (the engine's ``"ds"`` sums) of two more
+        degrees, contracted with the fitted polynomials written in raw
+        monomials (so only the fit's own moments are moved to the query).
+        Exact for the degree each query is fitted at (it is piecewise
+        constant in the bandwidths).
         """
         factors = np.exp(log_factors)
         train = self.train.rescaled(factors)
         Z, Y = self.Z / factors, self.targets
-        k, mom = Y.shape[1], self._dmom
+        k, dmom, mom = Y.shape[1], self._dmom, self._mom
         sums = _engine.kernel_sums(
-            Z[rows], train, self.kernel, values=mom.values(Z, Y), powers=(1, "ds"),
+            Z[rows], train, self.kernel, values=dmom.values(Z, Y), powers=(1, "ds"),
             exclude=rows, options=_engine.Options(rtol=self.rtol),
         )  # fmt: skip
         q = Z[rows]
-        coef, a, _, _ = _fit(mom, *mom.read(sums, 0, 0, k), q, self.degree)
-        P = coef[:, 0]
-        losses, R = loss_fn(P, rows)
-        Md, Bd = mom.about(*mom.read(sums, 0, 1, k), q)
+        M, B = dmom.read(sums, 0, 0, k)
+        coef, a, _, _ = _fit(mom, M[:, : mom.n_plain], B[:, : mom.n_y], q, self.degree)
+        losses, R = loss_fn(coef[:, 0], rows)
+        # The fitted polynomials in raw monomials: phi(z - q) . a = phi(z) . (T^T a).
+        T = mom.yshift.matrix(q)
+        a_raw = np.einsum("mab,ma->mb", T, a)
+        coef_raw = np.einsum("mab,mak->mbk", T, coef)
+        Md, Bd = dmom.read(sums, 0, 1, k)
         r = row_weights / row_weights.sum()
         grad = np.empty(len(factors))
         for j in range(len(factors)):
-            N = Md[:, self._dplain[j]]  # (b, P, P)
-            dP = np.einsum("ma,mak->mk", a, Bd[:, self._dy[j]] - N @ coef)
+            qj = q[:, j, None, None]
+            N = Md[:, self._plain[2][j]] - 2 * qj * Md[:, self._plain[1][j]]
+            N += qj**2 * Md[:, self._plain[0][0]]
+            By = Bd[:, self._y[2][j]] - 2 * qj * Bd[:, self._y[1][j]] + qj**2 * Bd[:, self._y[0][0]]
+            dP = np.einsum("ma,mak->mk", a_raw, By - N @ coef_raw)
             grad[j] = -2.0 * np.einsum("m,mk,mk->", r, R, dP)
         return float(r @ losses), grad
 
@@ -235,17 +262,21 @@ default="scott"
     mean, ``s`` the local spread, both in bandwidths).
 
     A local problem can be degenerate: fewer neighbours than coefficients
-    inside a compact kernel's support, neighbours on a line, a query so far
-    from the data that one point dominates its weights.  The fit then keeps
-    what the neighbourhood determines: it diagonalises the local correlation
-    matrix of the basis and raises eigenvalues below ``1e-8`` to ``1e-8`` (a
-    ridge along nearly collinear directions only, shrinking the slopes along
-    them toward 0; a well-posed problem is untouched), and gives a zero slope
-    to a basis function with no variance over the neighbourhood.  With every
-    slope zero (a single neighbour) the prediction is the Nadaraya–Watson
-    value, and a compact kernel with no neighbour at all predicts the nearest
-    training target(s), its ``h -> 0`` limit.  Finite input always gives a
-    finite prediction.
+    inside a compact kernel's support, neighbours on a line, a bandwidth so
+    small or a query so far from the data that one point dominates the
+    weights.  The fit then keeps what the neighbourhood determines.  A basis
+    function with no variance over the neighbourhood is left out (neighbours
+    on the line ``x_2 = c`` give the one-dimensional fit along it, slope 0
+    across it).  Each query then uses the highest degree ``<= degree`` whose
+    local correlation matrix of the basis has no eigenvalue below ``1e-4``,
+    down to degree 0, the Nadaraya–Watson value (one neighbour; a compact
+    kernel with no neighbour at all predicts the nearest training target(s),
+    its ``h -> 0`` limit).  The solved problems are thus well-conditioned: the
+    rounding of the kernel sums reaches the predictions amplified at most
+    ``1e4`` times (about ``1e-8`` of the targets' scale), and finite input
+    always gives a finite prediction.  Where the degree drops the prediction
+    (and its gradient) jumps: a sign that the bandwidth is too small for the
+    degree there.
 
     Examples
     --------
@@ -309,9 +340,8 @@ default="scott"
         self._y_1d = y.ndim == 1
         return self
 
-    def _local(self, X: ArrayLike, mom: _Moments, powers=(1,)):
-        """Yield ``(block, q, sums)`` over blocks of queries (``q`` centred, scaled)."""
-        Q = self._queries(X)
+    def _local(self, Q: np.ndarray, mom: _Moments, powers=(1,)):
+        """Yield ``(block, q, sums)`` over blocks of scaled queries (``q`` centred)."""
         train = self._train
         Y = train.to_caller(train.values)
         V = mom.values(train.to_caller(train.X), Y)
@@ -324,15 +354,16 @@ default="scott"
 
     def _coefficients(self, X: ArrayLike) -> np.ndarray:
         """Local coefficients about each query, scaled units: (m, P, k)."""
+        Q = self._queries(X)
         d, k = self.n_features_in_, self._train.values.shape[1]
-        mom = _Moments(d, 2 * self.degree, self.degree)
-        parts = [
-            _fit(mom, *mom.read(sums, 0, 0, k), q, self.degree)[0]
-            for _, q, sums in self._local(X, mom)
-        ]
-        if parts:
-            return np.concatenate(parts)
-        return np.empty((0, npar(d, self.degree), k))
+        # No local problem of more coefficients than training points is well-posed.
+        degree = usable_degree(self.degree, d, int(np.isfinite(self._train.log_w).sum()))
+        mom = _Moments(d, 2 * degree, degree)
+        coef = np.zeros((len(Q), npar(d, self.degree), k))
+        for block, q, sums in self._local(Q, mom):
+            fitted = _fit(mom, *mom.read(sums, 0, 0, k), q, degree)[0]
+            coef[block, : fitted.shape[1]] = fitted
+        return coef
 
     def predict(self, X: ArrayLike) -> np.ndarray:
         """Value of the local polynomial at each query.
@@ -379,10 +410,11 @@ default="scott"
 
     def _nw_gradient(self, X: ArrayLike) -> np.ndarray:
         """``d/dq_j`` of the NW ratio with ``dK/dq_j = dK/ds * (-2 (z_j - q_j))``: (m, k, d)."""
+        Q = self._queries(X)
         d, k = self.n_features_in_, self._train.values.shape[1]
         mom = _Moments(d, 1, 1)
         parts = []
-        for _, q, sums in self._local(X, mom, powers=(1, "ds")):
+        for _, q, sums in self._local(Q, mom, powers=(1, "ds")):
             _, B = mom.about(*mom.read(sums, 0, 0, k), q)
             Md, Bd = mom.about(*mom.read(sums, 0, 1, k), q)
             mean = B[:, 0]  # (m, k)
