@@ -13,6 +13,7 @@ import sys
 # name -> module exposing main(argv); imported only when chosen.
 BENCHMARKS = {
     "engine": "benchmarks.bench_engine",
+    "local_poly": "benchmarks.bench_local_poly",
     "search": "benchmarks.bench_search",
     "trees": "benchmarks.bench_trees",
 }

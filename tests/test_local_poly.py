@@ -311,3 +311,24 @@ def test_invalid_degree():
     for degree in (-1, 1.5, "1"):
         with pytest.raises(ValueError, match="degree"):
             LocalPolynomialRegressor(degree=degree).fit(X, y)
+
+
+@pytest.mark.parametrize("algorithm", ["brute", "kd_tree"])
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+def test_kernel_sums_exclude_is_leave_one_out_at_some_rows(rng, algorithm, kernel):
+    from skl_nw import _engine
+    from skl_nw._kernels import get_kernel
+
+    X = rng.uniform(0, 4, (120, 2))
+    X[7] = X[8]  # a duplicate still counts: removal is by index
+    V = rng.normal(size=(120, 3))
+    train = _engine.prepare_train(X, values=V, algorithm=algorithm)
+    k = get_kernel(kernel)
+    rows = rng.choice(120, 30, replace=False)
+    rows[0] = 7
+    full = _engine.kernel_sums(None, train, k, loo=True, powers=(1, "ds"))
+    some = _engine.kernel_sums(X[rows], train, k, exclude=rows, powers=(1, "ds"))
+    scale = np.exp(full.shift[rows, :, None] + full.log_scale[rows])[..., None]
+    expected = scale * full.scaled[rows]
+    got = np.exp(some.shift[:, :, None] + some.log_scale)[..., None] * some.scaled
+    assert_allclose(got, expected, rtol=1e-10, atol=1e-12)
