@@ -14,6 +14,7 @@ import sys
 BENCHMARKS = {
     "engine": "benchmarks.bench_engine",
     "inference": "benchmarks.bench_inference",
+    "local_poly": "benchmarks.bench_local_poly",
     "search": "benchmarks.bench_search",
     "search_backend": "benchmarks.bench_search_backend",
     "trees": "benchmarks.bench_trees",

@@ -7,6 +7,7 @@ attention weights are the softmax of negative scaled squared distances.
 
 from ._estimators import NadarayaWatsonRegressor, ParzenClassifier, rule_of_thumb
 from ._kernels import KERNELS, Kernel, get_kernel
+from ._local_poly import LocalPolynomialRegressor
 from ._search import BandwidthSearchCV
 from ._significance import SignificanceResult, significance_test
 
@@ -16,6 +17,7 @@ __all__ = [
     "BandwidthSearchCV",
     "KERNELS",
     "Kernel",
+    "LocalPolynomialRegressor",
     "NadarayaWatsonRegressor",
     "ParzenClassifier",
     "SignificanceResult",

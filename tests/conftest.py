@@ -6,6 +6,7 @@ unless a name says otherwise, the leave-one-out point removed by index, and
 explicit refits of an estimator (``refit_loo``).
 """
 
+import itertools
 import tracemalloc
 import zlib
 
@@ -52,6 +53,57 @@ def naive_moment_sums(X_train, X_query, bandwidth, kernel, power, V, sample_weig
     w = np.ones(len(X_train)) if sample_weight is None else np.asarray(sample_weight, float)
     E = K * w[None, :]
     return np.column_stack([E @ V, E.sum(axis=1)])
+
+
+def naive_local_poly(
+    X_train, y_train, X_query, bandwidth, kernel="gaussian", degree=1, sample_weight=None
+):
+    """Local polynomial fit by dense weighted least squares, one ``lstsq`` per query.
+
+    At each query ``q`` the design holds every monomial of total degree
+    ``<= degree`` of ``t = (x_i - q) / h`` and the weights are
+    ``w_i K(||t_i||)``; returns the intercepts (m,) or (m, k) and the
+    gradients ``coef[t_j] / h_j``, (m, d) or (m, k, d).  Points of zero weight
+    are dropped first (an underdetermined system is the caller's concern).
+    """
+    X_train, X_query = np.asarray(X_train, float), np.asarray(X_query, float)
+    y = np.asarray(y_train, float)
+    Y = y.reshape(len(y), -1)
+    d = X_train.shape[1]
+    h = np.broadcast_to(np.asarray(bandwidth, float), (d,))
+    exps = [
+        np.bincount(np.array(c, dtype=int), minlength=d)
+        for k in range(degree + 1)
+        for c in itertools.combinations_with_replacement(range(d), k)
+    ]
+    w = np.ones(len(X_train)) if sample_weight is None else np.asarray(sample_weight, float)
+    pred, grad = [], []
+    for q in X_query:
+        T = (X_train - q) / h
+        W = w * PROFILES[ALIASES.get(kernel, kernel)](np.sqrt((T**2).sum(axis=1)))
+        keep = W > 0
+        Phi = np.column_stack([np.prod(T[keep] ** e, axis=1) for e in exps])
+        root = np.sqrt(W[keep])[:, None]
+        coef = np.linalg.lstsq(Phi * root, Y[keep] * root, rcond=None)[0]
+        pred.append(coef[0])
+        grad.append(coef[1 : d + 1].T / h if degree >= 1 else np.full((Y.shape[1], d), np.nan))
+    pred, grad = np.array(pred), np.array(grad)
+    return (pred[:, 0], grad[:, 0]) if y.ndim == 1 else (pred, grad)
+
+
+def naive_local_poly_loo(X, y, bandwidth, kernel="gaussian", degree=1, sample_weight=None):
+    """Leave-one-out ``naive_local_poly`` at every training row, the row removed by index."""
+    X, y = np.asarray(X, float), np.asarray(y, float)
+    w = None if sample_weight is None else np.asarray(sample_weight, float)
+    out = []
+    for i in range(len(X)):
+        keep = np.arange(len(X)) != i
+        pred, _ = naive_local_poly(
+            X[keep], y[keep], X[i : i + 1], bandwidth, kernel, degree,
+            None if w is None else w[keep],
+        )  # fmt: skip
+        out.append(pred[0])
+    return np.array(out)
 
 
 def log_weights(w):

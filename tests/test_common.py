@@ -5,7 +5,12 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler, StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from skl_nw import BandwidthSearchCV, NadarayaWatsonRegressor, ParzenClassifier
+from skl_nw import (
+    BandwidthSearchCV,
+    LocalPolynomialRegressor,
+    NadarayaWatsonRegressor,
+    ParzenClassifier,
+)
 from skl_nw._kernels import kernel_names
 
 ESTIMATORS = [
@@ -24,6 +29,16 @@ ESTIMATORS += [
     BandwidthSearchCV(
         make_pipeline(StandardScaler(with_mean=False), ParzenClassifier()), method="sgd"
     ),
+]
+ESTIMATORS += [
+    LocalPolynomialRegressor(kernel=kernel, degree=degree)
+    for degree in (0, 1, 2)
+    for kernel in kernel_names()
+] + [
+    BandwidthSearchCV(LocalPolynomialRegressor()),
+    # Local linear fits of the checks' linear targets improve as the bandwidth
+    # grows without bound: SGD never stops early there, so cap its epochs.
+    BandwidthSearchCV(LocalPolynomialRegressor(), method="sgd", max_iter=25),
 ]
 
 

@@ -88,11 +88,14 @@ def unit_values(V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 class _Plan:
     """What every chunk of one :func:`kernel_sums` call shares."""
 
-    def __init__(self, train, kernel, V, powers, factors, grouped, loo, fallback, rows=None):
+    def __init__(self, train, kernel, V, powers, factors, grouped, loo, fallback, rows=None,
+                 exclude=None):  # fmt: skip
         self.train, self.kernel, self.V = train, kernel, V
         self.powers, self.factors, self.loo, self.fallback = powers, factors, loo, fallback
         # The stored index of each query that is a training row (Q=None).
         self.rows = np.arange(train.n_samples) if rows is None else rows
+        # Stored index of the row each query drops (``exclude``), or None.
+        self.exclude = None if exclude is None else train.inverse_rows(exclude)
         if not set(powers) <= {1, 2, "ds"} or ("ds" in powers and 1 not in powers):
             raise ValueError(f"powers must hold 1, 2 or 'ds', and 1 with 'ds'; got {powers}.")
         # The powers whose weight sums are positive: they tell an underflowed row.
@@ -107,7 +110,7 @@ class _Plan:
         self.slopes = None
         if slope is not None and not train.trees and not grouped and V.shape[1] >= 1:
             self.slopes = np.array([_power(p) * slope / f**2 for f in factors for p in powers])
-            if not loo and len(factors) == 1 and factors[0] == 1.0:
+            if not loo and exclude is None and len(factors) == 1 and factors[0] == 1.0:
                 self.folded = _dense.FoldedKeys(train, V, list(self.slopes))
             else:
                 self.folded = None
@@ -140,6 +143,12 @@ class _Plan:
         out[1][:, f] = self.lw_max
         plain = out[2][:, f, self.plain, 0, -1]
         return np.flatnonzero((plain < _dense.UNDERFLOW).any(axis=1))
+
+    def own(self, chunk: slice):
+        """Return the stored index of the row each query of ``chunk`` leaves out, or None."""
+        if self.exclude is not None:
+            return self.exclude[chunk]
+        return self.rows[chunk] if self.loo else None
 
     def empty(self, m: int):
         F, P, G, k1 = self.shape
@@ -208,7 +217,7 @@ def _dlog(kernel: Kernel, s: np.ndarray) -> np.ndarray:
 def _dense_sums(plan: _Plan, chunk: slice, Qc: np.ndarray):
     train, kernel = plan.train, plan.kernel
     m = len(Qc)
-    own = plan.rows[chunk] if plan.loo else None
+    own = plan.own(chunk)
     out = plan.empty(m)
     fast = plan.fast_sums(Qc, own)
     S, nearest = None, {}
@@ -275,7 +284,7 @@ def _empty_rows(plan: _Plan, out, f: int, redo, S: np.ndarray, own, nearest: dic
 def _tree_sums(plan: _Plan, chunk: slice, Qc: np.ndarray, margins):
     """Compute the sums of one chunk on the tree path (compact kernels: linear first)."""
     train, kernel, m = plan.train, plan.kernel, len(Qc)
-    own = plan.rows[chunk] if plan.loo else None
+    own = plan.own(chunk)
     nb = _tree.Neighbours(Qc, train, kernel, margins, plan.factors, own)
     out = plan.empty(m)
     for f, factor in enumerate(plan.factors):
@@ -335,6 +344,7 @@ def kernel_sums(
     grouped: bool = False,
     loo: bool = False,
     rows: np.ndarray | None = None,
+    exclude: np.ndarray | None = None,
     fallback: str = "nearest",
     options: Options = Options(),  # noqa: B008 - frozen
 ) -> KernelSums:
@@ -365,6 +375,10 @@ def kernel_sums(
     rows : ndarray of int, default=None
         With ``Q=None``: query only these training rows (caller order); the
         result has one row per entry.
+    exclude : ndarray of int of shape (m,), default=None
+        With ``Q`` given: the training row (caller order) that each query
+        drops from its sums, by index (leave-one-out at some training rows:
+        pass their inputs as ``Q``).
     fallback : {"nearest", "nan"}, default="nearest"
         Queries with no point of positive weight inside a compact kernel's
         support: the nearest point(s) count with ``K = 1`` (the ``h -> 0``
@@ -380,9 +394,8 @@ def kernel_sums(
     factors = tuple(float(f) for f in factors)
     stored = None
     if Q is None and rows is not None:
-        rows = np.asarray(rows, dtype=np.intp)
-        stored = rows if train.inverse is None else train.inverse[rows]
-    plan = _Plan(train, kernel, V, tuple(powers), factors, grouped, loo, fallback, stored)
+        stored = train.inverse_rows(rows)
+    plan = _Plan(train, kernel, V, tuple(powers), factors, grouped, loo, fallback, stored, exclude)
     m = len(plan.rows) if Q is None else len(Q)
     shift, log_scale, scaled = plan.empty(m)
     parts = run_chunks(

@@ -119,6 +119,11 @@ class TrainSet:
         """Rows of ``A`` (caller order) in stored order."""
         return A if self.inverse is None else A[self.order]
 
+    def inverse_rows(self, rows: np.ndarray) -> np.ndarray:
+        """Return the stored indices of caller rows ``rows``."""
+        rows = np.asarray(rows, dtype=np.intp)
+        return rows if self.inverse is None else self.inverse[rows]
+
     def to_caller(self, A: np.ndarray, axis: int = 0) -> np.ndarray:
         """Entries of ``A`` along ``axis`` (stored order) in caller order."""
         return A if self.inverse is None else np.take(A, self.inverse, axis=axis)

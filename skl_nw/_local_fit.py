@@ -1,0 +1,255 @@
+"""Local polynomial fits from kernel moment sums: the monomial basis, moment shifts, the solve.
+
+A local polynomial fit at a query ``q`` is a weighted least-squares problem in
+the basis ``phi(t)`` of the monomials ``t^a`` of total degree ``<= p`` in the
+centred, bandwidth-scaled offsets ``t = z - q``.  Everything it needs is a
+kernel-weighted *moment*: the Gram matrix ``G[a, b] = sum_i w_i K_i t_i^(a + b)``
+and the right-hand side ``b[a] = sum_i w_i K_i t_i^a y_i``.  The engine sums raw
+monomials of the training inputs ``z`` (one :func:`~skl_nw._engine.kernel_sums`
+call for every query); :class:`Shift` turns raw moments into moments in ``t``
+by the binomial expansion ``(z - q)^g = sum_{e <= g} C(g, e) (-q)^(g - e) z^e``.
+
+The expansion cancels: its terms are of size ``|q|^|g|`` (``q`` measured from
+the training mean, in bandwidths), its result of the size of the local spread,
+so moments of degree ``k`` carry a relative error of about
+``eps (|q| / spread)^k``: ``1e-12`` for a local-linear fit 100 bandwidths from
+the mean.
+
+The solve (:func:`solve`) works in the covariance form: with ``phi = [1, psi]``,
+weighted means ``mu = E[psi]``, ``ybar = E[y]``, covariance ``C = Cov(psi)`` and
+``c = Cov(psi, y)``, the slopes are ``beta = C^-1 c`` and the fitted value at
+``q`` (``t = 0``) is ``ybar - mu . beta``.  A degenerate local design is fitted
+at a lower degree, down to the local constant (Nadaraya–Watson), see :func:`solve`.
+"""
+
+from __future__ import annotations
+
+import functools
+from itertools import combinations_with_replacement
+from math import comb as _int_comb
+
+import numpy as np
+from scipy.special import comb
+
+__all__ = ["DEAD_VARIANCE", "EIGEN_FLOOR", "Shift", "exponents", "monomials", "shift", "solve"]
+
+# A local problem whose correlation matrix has an eigenvalue below this is solved at a
+# lower degree.  The engine's kernel sums carry a relative error of up to ~1e-12 per
+# term (its BLAS expansion of the log weights) and a solve amplifies it by up to
+# 1 / EIGEN_FLOOR: 1e-4 keeps that below ~1e-8 of the targets' scale.
+EIGEN_FLOOR = 1e-4
+# A basis function whose local variance is below this share of its second moments
+# (rounding noise of the moment expansion) is constant over the neighbourhood.
+DEAD_VARIANCE = 1e-10
+
+
+@functools.cache
+def exponents(d: int, degree: int) -> np.ndarray:
+    """Exponents of the monomials of total degree ``<= degree`` in ``d`` variables: (P, d).
+
+    Graded order (degree 0, then 1 in feature order, then 2, ...), so the
+    basis of a lower degree is a prefix of that of a higher one.
+    """
+    blocks = [np.zeros((1, d), dtype=np.intp)]
+    for k in range(1, degree + 1):
+        combos = np.array(list(combinations_with_replacement(range(d), k)), dtype=np.intp)
+        block = np.zeros((len(combos), d), dtype=np.intp)
+        np.add.at(block, (np.arange(len(combos))[:, None], combos), 1)
+        blocks.append(block)
+    out = np.concatenate(blocks)
+    out.flags.writeable = False
+    return out
+
+
+def _keys(exps: np.ndarray) -> np.ndarray:
+    """Hash exponent vectors linearly (uint64, wrapping): ``key(a + b) = key(a) + key(b)``."""
+    d = exps.shape[-1]
+    # Fixed pseudo-random odd multipliers; _sorted_keys checks the keys are distinct.
+    mult = np.random.default_rng(20240531).integers(0, 2**63, d, dtype=np.uint64) | np.uint64(1)
+    return (exps.astype(np.uint64) * mult).sum(axis=-1, dtype=np.uint64)
+
+
+@functools.cache
+def _sorted_keys(d: int, degree: int) -> tuple[np.ndarray, np.ndarray]:
+    keys = _keys(exponents(d, degree))
+    order = np.argsort(keys)
+    if np.any(np.diff(keys[order]) == 0):  # pragma: no cover - a hash collision
+        raise RuntimeError(f"monomial keys collide for d={d}, degree={degree}")
+    return keys[order], order
+
+
+def _lookup(d: int, degree: int, keys: np.ndarray) -> np.ndarray:
+    """Index in ``exponents(d, degree)`` of the monomials with these keys (all present)."""
+    sorted_keys, order = _sorted_keys(d, degree)
+    return order[np.searchsorted(sorted_keys, keys)]
+
+
+def position(d: int, degree: int, exps: np.ndarray) -> np.ndarray:
+    """Index of each exponent vector (rows of ``exps``) in ``exponents(d, degree)``."""
+    return _lookup(d, degree, _keys(np.asarray(exps).reshape(-1, d)))
+
+
+@functools.cache
+def _parents(d: int, degree: int) -> list[tuple[slice, np.ndarray, np.ndarray]]:
+    """Per total degree ``k >= 1``: its columns, their parents (degree ``k - 1``) and features."""
+    exps = exponents(d, degree)
+    feature = np.argmax(exps[1:] > 0, axis=1)
+    parent = exps[1:].copy()
+    parent[np.arange(len(parent)), feature] -= 1
+    parent = position(d, degree, parent)
+    bounds = np.searchsorted(exps.sum(axis=1), np.arange(degree + 2))
+    return [
+        (slice(lo, hi), parent[lo - 1 : hi - 1], feature[lo - 1 : hi - 1])
+        for lo, hi in zip(bounds[1:-1], bounds[2:], strict=True)
+    ]
+
+
+def monomials(Z: np.ndarray, degree: int) -> np.ndarray:
+    """``Z^a`` for every exponent of ``exponents(d, degree)``: (n, P).
+
+    The columns of each degree are those of one degree lower (their parents)
+    times one feature each: one product per degree.
+    """
+    n, d = Z.shape
+    out = np.empty((n, npar(d, degree)))
+    out[:, 0] = 1.0
+    for cols, parent, feature in _parents(d, degree):
+        out[:, cols] = out[:, parent] * Z[:, feature]
+    return out
+
+
+@functools.cache
+def shift(d: int, degree: int) -> Shift:
+    """Return the :class:`Shift` of ``d`` features up to ``degree`` (built once per process)."""
+    return Shift(d, degree)
+
+
+class Shift:
+    """Raw moments ``E[z^g]`` -> moments ``E[(z - q)^g]`` about each query (binomial expansion).
+
+    Parameters
+    ----------
+    d : int
+        Number of features.
+    degree : int
+        Highest total degree of the moments.
+    """
+
+    def __init__(self, d: int, degree: int):
+        exps = exponents(d, degree)
+        keys, deg = _keys(exps), exps.sum(axis=1)
+        bounds = np.searchsorted(deg, np.arange(degree + 2))
+        target, source, offset, coef = [], [], [], []
+        # Every pair (e, g - e): e of degree a, g - e of degree b <= degree - a.
+        for a in range(degree + 1):
+            src = np.arange(bounds[a], bounds[a + 1])
+            off = np.arange(bounds[degree - a + 1])
+            src, off = (x.ravel() for x in np.meshgrid(src, off, indexing="ij"))
+            target.append(_lookup(d, degree, keys[src] + keys[off]))
+            source.append(src)
+            offset.append(off)
+            g, e = exps[src] + exps[off], exps[src]
+            coef.append(np.prod(comb(g, e), axis=1))
+        target = np.concatenate(target)
+        order = np.argsort(target, kind="stable")
+        self.d, self.degree, self.size = d, degree, len(exps)
+        self.source = np.concatenate(source)[order]
+        self.offset = np.concatenate(offset)[order]
+        self.coef = np.concatenate(coef)[order]
+        # Pairs are grouped by target, in order: one reduceat sums each group.
+        self.target = target[order]
+        self.starts = np.searchsorted(self.target, np.arange(len(exps)))
+        self.pairs = len(target)
+
+    def matrix(self, q: np.ndarray) -> np.ndarray:
+        """``T`` of shape (m, P, P) with ``phi(z - q) = T phi(z)`` at each query."""
+        T = np.zeros((len(q), self.size, self.size))
+        T[:, self.target, self.source] = monomials(-q, self.degree)[:, self.offset] * self.coef
+        return T
+
+    def __call__(self, M: np.ndarray, q: np.ndarray) -> np.ndarray:
+        """Shift ``M`` of shape (m, P, ...) (raw moments) to moments about ``q`` (m, d)."""
+        powers = monomials(-q, self.degree)[:, self.offset] * self.coef
+        terms = M[:, self.source] * powers.reshape(powers.shape + (1,) * (M.ndim - 2))
+        return np.add.reduceat(terms, self.starts, axis=1)
+
+
+@functools.cache
+def gram_index(d: int, degree: int) -> np.ndarray:
+    """Index of ``t^(a + b)`` in ``exponents(d, 2 * degree)`` for basis pair (a, b): (P, P)."""
+    exps = exponents(d, degree)
+    total = exps[:, None, :] + exps[None, :, :]
+    return position(d, 2 * degree, total.reshape(-1, d)).reshape(len(exps), len(exps))
+
+
+def solve(G: np.ndarray, b: np.ndarray, noise: np.ndarray, sizes: list[int]):
+    """Solve the local weighted least-squares problems in the covariance form.
+
+    Parameters
+    ----------
+    G : ndarray of shape (m, P, P)
+        Gram matrices of the basis about each query, normalised by the weight
+        sum (``G[:, 0, 0] = 1``).
+    b : ndarray of shape (m, P, k)
+        Right-hand sides, normalised alike (``b[:, 0] = ybar``).
+    noise : ndarray of shape (m, P - 1)
+        Size of the terms each basis function's variance was computed from
+        (the scale of its rounding error).
+    sizes : list of int
+        Number of basis functions of degree ``<= p`` for ``p = 0, 1, ...``
+        (the graded basis of degree ``p`` is a prefix of the full one).
+
+    Returns
+    -------
+    coef : ndarray of shape (m, P, k)
+        Local coefficients about the query: ``coef[:, 0]`` is the fitted value
+        at the query, ``coef[:, 1:]`` the slopes (0 for the terms left out).
+    a : ndarray of shape (m, P)
+        ``G^-1 e_1`` of the problem solved: ``coef[:, 0] = a . b``.
+
+    Notes
+    -----
+    A basis function whose local variance is below ``DEAD_VARIANCE`` times
+    ``noise`` is constant over the neighbourhood (neighbours on a line, for
+    the slope across it) and is left out.  The covariance of the others is
+    scaled to unit diagonal (a correlation matrix); each query uses the
+    highest degree whose correlation matrix has no eigenvalue below
+    ``EIGEN_FLOOR`` (fewer neighbours than coefficients, collinear
+    neighbours, one dominant point: the degree drops, down to the weighted
+    mean, the Nadaraya–Watson value, at degree 0).  So the solved problems
+    are well-conditioned and every result is finite.
+    """
+    m, P, _ = G.shape
+    mu, ybar = G[:, 1:, 0], b[:, 0]
+    C = G[:, 1:, 1:] - mu[:, :, None] * mu[:, None, :]
+    c = b[:, 1:] - mu[:, :, None] * ybar[:, None, :]
+    var = np.diagonal(C, axis1=1, axis2=2)
+    live = var > DEAD_VARIANCE * noise
+    s = np.sqrt(np.where(live, var, 1.0))
+    R = np.where(live[:, :, None] & live[:, None, :], C / (s[:, :, None] * s[:, None, :]), 0.0)
+    R[:, np.eye(P - 1, dtype=bool)] = 1.0
+    c_s = np.where(live[:, :, None], c / s[:, :, None], 0.0)
+    mu_s = np.where(live, mu / s, 0.0)
+    beta, a_psi = np.zeros_like(c), np.zeros_like(mu)
+    todo = np.arange(m)
+    for size in sizes[:0:-1]:  # the highest degree first
+        r = size - 1
+        lam, V = np.linalg.eigh(R[np.ix_(todo, np.arange(r), np.arange(r))])
+        ok = lam[:, 0] >= EIGEN_FLOOR
+        rows, V, lam = todo[ok], V[ok], lam[ok]
+        inv = (V / lam[:, None, :]) @ np.swapaxes(V, 1, 2)
+        beta[rows, :r] = (inv @ c_s[rows, :r]) / s[rows, :r, None]
+        a_psi[rows, :r] = -np.einsum("mab,mb->ma", inv, mu_s[rows, :r]) / s[rows, :r]
+        todo = todo[~ok]
+    coef = np.empty_like(b)
+    coef[:, 1:] = beta
+    coef[:, 0] = ybar - np.einsum("ma,mak->mk", mu, beta)
+    a = np.empty((m, P))
+    a[:, 1:] = a_psi
+    a[:, 0] = 1.0 - np.einsum("ma,ma->m", mu, a_psi)
+    return coef, a
+
+
+def npar(d: int, degree: int) -> int:
+    """Return the number of monomials of total degree ``<= degree`` in ``d`` variables."""
+    return _int_comb(d + degree, degree)
