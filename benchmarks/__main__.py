@@ -12,6 +12,7 @@ import sys
 
 # name -> module exposing main(argv); imported only when chosen.
 BENCHMARKS = {
+    "binned": "benchmarks.bench_binned",
     "engine": "benchmarks.bench_engine",
     "search": "benchmarks.bench_search",
     "trees": "benchmarks.bench_trees",

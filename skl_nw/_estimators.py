@@ -185,11 +185,12 @@ default="scott"
         ndarray of shape (n_queries,) or (n_queries, n_targets)
             Predictions, shaped like the training targets.
         """
+        Q = self._queries(X)
         if self._fit_method == "binned":
-            pooled = _binning.pool(self, self._queries(X), self.fallback)
+            pooled = _binning.pool(self, Q, self.fallback)
             return pooled[:, 0] if self._y_1d else pooled
         pooled = _engine.pool(
-            self._queries(X), self._train, self._kernel,
+            Q, self._train, self._kernel,
             fallback=self.fallback, options=self._options(),
         )  # fmt: skip
         return pooled[:, 0] if self._y_1d else pooled
@@ -415,11 +416,12 @@ default="scott"
         return priors / priors.sum()
 
     def _log_class_sums(self, X: ArrayLike) -> np.ndarray:
+        Q = self._queries(X)
         if self._fit_method == "binned":  # log of the binned pooled one-hot labels
             with np.errstate(divide="ignore"):
-                return np.log(np.maximum(_binning.pool(self, self._queries(X), "nearest"), 0.0))
+                return np.log(np.maximum(_binning.pool(self, Q, "nearest"), 0.0))
         return _engine.class_log_sums(
-            self._queries(X), self._train, self._kernel, relative=True, options=self._options()
+            Q, self._train, self._kernel, relative=True, options=self._options()
         )
 
     def predict_log_proba(self, X: ArrayLike) -> np.ndarray:
