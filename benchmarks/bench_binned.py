@@ -203,7 +203,7 @@ def main(argv=None) -> None:
     section_1d(10**5 if quick else 10**7, 10**4 if quick else 10**5, 200 if quick else 2000,
                (1e-5, 1e-6) if quick else (1e-4, 1e-5, 1e-6), [])  # fmt: skip
     print()
-    section_2d(10**5 if quick else 10**7, 10**4 if quick else 10**5, 100 if quick else 500,
+    section_2d(10**5 if quick else 10**7, 10**4 if quick else 10**5, 100 if quick else 300,
                1e-3)  # fmt: skip
     print()
     sizes = [10**3, 10**4, 10**5] if quick else [10**3, 10**4, 10**5, 3 * 10**5, 10**6, 10**7]

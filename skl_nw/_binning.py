@@ -43,7 +43,8 @@ def wanted(est, Xs: np.ndarray) -> bool:
 
 def build(est, Xs: np.ndarray, w: np.ndarray, values: np.ndarray) -> None:
     """Bin the training set (the binned path's fit)."""
-    tol = DEFAULT_TOL if est.binned_tol is None else est.binned_tol
+    tol = getattr(est, "binned_tol", None)
+    tol = DEFAULT_TOL if tol is None else tol
     est._fit_method = "binned"
     est._train = None
     est.tree_ = None

@@ -10,7 +10,7 @@ bandwidth-scaled inputs (Wand 1994; R's KernSmooth):
 2. *convolution* of the node sums with the kernel sampled on the grid
    offsets, ``S_g = sum_g' K(g - g') c_g'`` (compact kernels over their
    support, infinite-support kernels truncated where the profile falls
-   below ``1e-4 tol^2``), by ``scipy.fft`` real transforms or, for a stencil
+   below ``1e-8 tol^2``), by ``scipy.fft`` real transforms or, for a stencil
    of a few nodes, directly;
 3. *multilinear interpolation* of ``S`` at the queries, and the ratio.
 
@@ -66,7 +66,7 @@ _STEP_JUMP = 1.0
 _FFT_ROUNDING = 8.0
 # Infinite-support kernels are truncated where the profile falls to _TAIL * tol^2: a
 # query whose binned weight sum is below 4 * _TAIL * tol of the total goes exact.
-_TAIL = 1e-4
+_TAIL = 1e-8
 
 
 def _has_jump(kernel: Kernel) -> bool:
@@ -102,7 +102,7 @@ def truncation_radius(kernel: Kernel, tol: float) -> float:
     """Radius (in bandwidths) beyond which the sampled kernel is dropped.
 
     The support of a compact kernel; for an infinite-support kernel the
-    radius where the profile falls to ``1e-4 tol^2``.
+    radius where the profile falls to ``1e-8 tol^2``.
     """
     if kernel.compact:
         return float(kernel.support)
@@ -122,21 +122,32 @@ class Grid:
         return int(np.prod(self.shape))
 
     def cells(self, Q: np.ndarray):
-        """Cell index, fractional position and inside mask of points ``Q``."""
-        t = (Q - self.lo) / self.step
-        top = np.array(self.shape) - 1
-        inside = np.all((t >= 0) & (t <= top), axis=1)
-        j = np.clip(np.floor(t), 0, top - 1).astype(np.intp)
-        return j, np.clip(t - j, 0.0, 1.0), inside
+        """Flat index of each point's cell (its lowest node), fractions per axis, inside mask.
 
-    def corners(self, j: np.ndarray, f: np.ndarray):
+        Works one axis at a time on 1-D arrays (no (m, d) temporaries).
+        """
+        base = np.zeros(len(Q), dtype=np.intp)
+        inside = np.ones(len(Q), dtype=bool)
+        fractions = []
+        for a, n in enumerate(self.shape):
+            t = (Q[:, a] - self.lo[a]) * (1.0 / self.step[a])
+            inside &= (t >= 0) & (t <= n - 1)
+            j = np.clip(np.floor(t), 0, n - 2)
+            t -= j
+            fractions.append(np.clip(t, 0.0, 1.0, out=t))
+            base += j.astype(np.intp) * int(np.prod(self.shape[a + 1 :]))
+        return base, fractions, inside
+
+    def corners(self, base: np.ndarray, fractions: list[np.ndarray]):
         """Yield ``(corner, flat node index, multilinear weight)`` for the ``2^d`` corners."""
-        strides = np.array([int(np.prod(self.shape[a + 1 :])) for a in range(len(self.shape))])
-        base = j @ strides
+        strides = [int(np.prod(self.shape[a + 1 :])) for a in range(len(self.shape))]
+        sides = [(1.0 - f, f) for f in fractions]
         for corner in itertools.product((0, 1), repeat=len(self.shape)):
-            c = np.array(corner)
-            weight = np.prod(np.where(c == 1, f, 1.0 - f), axis=1)
-            yield c, base + int(c @ strides), weight
+            weight = sides[0][corner[0]]
+            for a in range(1, len(corner)):
+                weight = weight * sides[a][corner[a]]
+            offset = sum(c * s for c, s in zip(corner, strides, strict=True))
+            yield np.array(corner), base + offset, weight
 
     def coarsened(self) -> Grid:
         """Every other node: the grid of twice the spacing, same origin."""
@@ -162,15 +173,16 @@ def _check_size(shape, columns: int) -> None:
         )
 
 
-def linear_bin(X: np.ndarray, columns: np.ndarray, grid: Grid) -> np.ndarray:
-    """Linear binning: ``c[:, g] = sum_i Lambda_g(x_i) columns[i]``, shape (k, G)."""
-    out = np.zeros((columns.shape[1], grid.size))
-    for start in range(0, len(X), _CHUNK):
-        j, f, _ = grid.cells(X[start : start + _CHUNK])
-        block = columns[start : start + _CHUNK]
-        for _, flat, weight in grid.corners(j, f):
-            for col in range(block.shape[1]):
-                out[col] += np.bincount(flat, block[:, col] * weight, minlength=grid.size)
+def linear_bin(X: np.ndarray, columns: list[np.ndarray], grid: Grid) -> np.ndarray:
+    """Linear binning: ``c[k, g] = sum_i Lambda_g(x_i) columns[k][i]``, shape (k, G)."""
+    out = np.zeros((len(columns), grid.size))
+    chunk = max(_CHUNK, grid.size)  # each bincount costs O(grid) too
+    for start in range(0, len(X), chunk):
+        base, fractions, _ = grid.cells(X[start : start + chunk])
+        block = [c[start : start + chunk] for c in columns]
+        for _, flat, weight in grid.corners(base, fractions):
+            for col, values in enumerate(block):
+                out[col] += np.bincount(flat, values * weight, minlength=grid.size)
     return out
 
 
@@ -206,9 +218,9 @@ def convolve(counts: np.ndarray, shape: tuple[int, ...], K: np.ndarray):
 
 def interpolate(grid: Grid, sums: np.ndarray, Q: np.ndarray):
     """Multilinear interpolation of node values ``sums`` (k, G) at ``Q``: (m, k), inside mask."""
-    j, f, inside = grid.cells(Q)
+    base, fractions, inside = grid.cells(Q)
     out = np.zeros((len(Q), sums.shape[0]))
-    for _, flat, weight in grid.corners(j, f):
+    for _, flat, weight in grid.corners(base, fractions):
         out += weight[:, None] * sums[:, flat].T
     return out, inside
 
@@ -270,10 +282,11 @@ class BinnedSums:
     def _bin(self, grid: Grid) -> np.ndarray:
         """Binned ``w [V - mid, 1]`` on ``grid``, in row chunks."""
         out = np.zeros((self.values.shape[1] + 1, grid.size))
-        for start in range(0, len(self.X), _CHUNK):
-            rows = slice(start, start + _CHUNK)
-            w = self.w[rows, None]
-            columns = np.hstack([w * (self.values[rows] - self.mid), w])
+        chunk = max(_CHUNK, grid.size)  # each bincount costs O(grid) too
+        for start in range(0, len(self.X), chunk):
+            rows = slice(start, start + chunk)
+            w, V = self.w[rows], self.values[rows]
+            columns = [w * (V[:, c] - m) for c, m in enumerate(self.mid)] + [w]
             out += linear_bin(self.X[rows], columns, grid)
         return out
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._binned import _CHUNK, BinnedSums, Grid, convolve
+from ._binned import BinnedSums, Grid, convolve
 
 __all__ = ["loo_pool"]
 
@@ -56,40 +56,42 @@ def _levels(binned: BinnedSums, top: int):
     return out
 
 
-def _self_weight(K: np.ndarray, f: np.ndarray) -> np.ndarray:
-    """``sum_a sum_b lambda_a lambda_b K(g_a - g_b)`` over the corners of each point's cell."""
-    d = f.shape[1]
-    center = np.array(K.shape) // 2
-    corners = np.array(np.meshgrid(*[[0, 1]] * d, indexing="ij")).reshape(d, -1).T
-    lam = [np.prod(np.where(c == 1, f, 1.0 - f), axis=1) for c in corners]
-    out = np.zeros(len(f))
-    for a, ca in enumerate(corners):
-        for b, cb in enumerate(corners):
-            out += lam[a] * lam[b] * K[tuple(center + ca - cb)]
-    return out
+class _Points:
+    """The training points on one grid: corner nodes and weights, self-pair coefficients.
+
+    Computed once per grid level and shared by its candidates: the binned
+    self-weight at any bandwidth is ``sum_e pairs[e] K(e * step)`` over the
+    corner offsets ``e`` in ``{-1, 0, 1}^d``, where ``pairs[e]`` sums
+    ``lambda_a lambda_b`` over the corner pairs with ``a - b = e``.
+    """
+
+    def __init__(self, grid: Grid, X: np.ndarray):
+        base, fractions, _ = grid.cells(X)
+        corners = list(grid.corners(base, fractions))
+        self.nodes = [(flat, weight) for _, flat, weight in corners]
+        self.pairs: dict[tuple, np.ndarray] = {}
+        for ca, _, la in corners:
+            for cb, _, lb in corners:
+                e = tuple(ca - cb)
+                self.pairs[e] = self.pairs.get(e, 0.0) + la * lb
 
 
-def _loo_one(binned: BinnedSums, grid: Grid, counts, factor: float, out: np.ndarray):
+def _loo_one(binned: BinnedSums, grid: Grid, counts, points: _Points, factor: float, out):
     """Leave-one-out ratios at one multiple into ``out`` (n, k); return the rows to redo."""
     K = binned.stencil(grid, factor)
     sums, used_fft = convolve(counts, grid.shape, K)
     floor = binned.floor_for(used_fft, grid)
-    X, w, V = binned.X, binned.w, binned.values
-    redo = []
-    for start in range(0, len(X), _CHUNK):
-        rows = slice(start, start + _CHUNK)
-        j, f, _ = grid.cells(X[rows])
-        S = np.zeros((len(j), sums.shape[0]))
-        for _, flat, weight in grid.corners(j, f):
-            S += weight[:, None] * sums[:, flat].T
-        own = w[rows] * _self_weight(K, f)
-        S[:, :-1] -= own[:, None] * (V[rows] - binned.mid)
-        S[:, -1] -= own
-        good = S[:, -1] > max(floor, 0.0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out[rows] = S[:, :-1] / S[:, -1:] + binned.mid
-        redo.append(start + np.flatnonzero(~good))
-    return np.concatenate(redo) if redo else np.empty(0, np.intp)
+    S = np.zeros((len(binned.X), sums.shape[0]))
+    for flat, weight in points.nodes:
+        S += weight[:, None] * sums[:, flat].T
+    center = np.array(K.shape) // 2
+    own = sum(c * K[tuple(center + np.array(e))] for e, c in points.pairs.items())
+    own = binned.w * own
+    S[:, :-1] -= own[:, None] * (binned.values - binned.mid)
+    S[:, -1] -= own
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out[:] = S[:, :-1] / S[:, -1:] + binned.mid
+    return np.flatnonzero(~(S[:, -1] > max(floor, 0.0)))
 
 
 def _exact_rows(binned: BinnedSums, rows, factor: float, fallback: str, tree) -> np.ndarray:
@@ -121,13 +123,15 @@ def loo_pool(binned: BinnedSums, factors, fallback: str = "nearest") -> np.ndarr
     level_of = np.maximum(np.floor(np.log2(factors)), 0).astype(int)
     levels = _levels(binned, int(level_of.max(initial=0)))
     tree = None
-    for t, factor in enumerate(factors):
-        grid, counts = levels[level_of[t]]
-        redo = _loo_one(binned, grid, counts, float(factor), out[t])
-        if len(redo):
-            if tree is None:
-                from sklearn.neighbors import KDTree
+    for level in np.unique(level_of):
+        grid, counts = levels[level]
+        points = _Points(grid, binned.X)
+        for t in np.flatnonzero(level_of == level):
+            redo = _loo_one(binned, grid, counts, points, float(factors[t]), out[t])
+            if len(redo):
+                if tree is None:
+                    from sklearn.neighbors import KDTree
 
-                tree = KDTree(binned.X)
-            out[t, redo] = _exact_rows(binned, redo, float(factor), fallback, tree)
+                    tree = KDTree(binned.X)
+                out[t, redo] = _exact_rows(binned, redo, float(factors[t]), fallback, tree)
     return out
