@@ -12,6 +12,7 @@ import sys
 
 # name -> module exposing main(argv); imported only when chosen.
 BENCHMARKS = {
+    "binned": "benchmarks.bench_binned",
     "engine": "benchmarks.bench_engine",
     "inference": "benchmarks.bench_inference",
     "local_poly": "benchmarks.bench_local_poly",

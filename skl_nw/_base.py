@@ -10,13 +10,13 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from . import _engine
+from . import _binning, _engine
 from ._kernels import KERNELS, get_kernel
 
 __all__ = ["check_weights", "rule_of_thumb"]
 
 _RULES = ("scott", "silverman")
-_ALGORITHMS = ("auto", "brute", "kd_tree", "ball_tree")
+_ALGORITHMS = ("auto", "brute", "kd_tree", "ball_tree", "binned")
 # Scaled coordinates beyond this would overflow when squared and summed.
 _MAX_SCALED = 1e150
 
@@ -113,6 +113,7 @@ class _NWBase(BaseEstimator):
         "algorithm": [StrOptions(set(_ALGORITHMS))],
         "leaf_size": [Interval(Integral, 1, None, closed="left")],
         "rtol": [Interval(Real, 0, 1, closed="left")],
+        "binned_tol": [Interval(Real, 0, 1, closed="neither"), None],
         "n_jobs": [Integral, None],
     }
 
@@ -169,6 +170,8 @@ class _NWBase(BaseEstimator):
 
     def _build(self, Xs: np.ndarray, w: np.ndarray, values: np.ndarray, groups=None) -> None:
         """Choose the algorithm (the one place that does); hand the training set to the engine."""
+        if _binning.wanted(self, Xs):  # algorithm="binned", or "auto" with binned_tol set
+            return _binning.build(self, Xs, w, values)
         with np.errstate(divide="ignore"):
             log_w = np.log(w)
         if self.algorithm != "auto":
@@ -190,9 +193,19 @@ class _NWBase(BaseEstimator):
         X = validate_data(self, X, reset=False, dtype=np.float64)
         return self._scale(X)
 
+    def _exact_train(self):
+        """Return the exact training set (the fitted one, or built from a binned fit).
+
+        What the operations that the binned path does not approximate use
+        (attention weights, standard errors, gradients, intervals, densities).
+        """
+        return self._binned.exact() if self._fit_method == "binned" else self._train
+
     def _attention(self, X: ArrayLike, fallback: str, sparse: bool):
+        Q = self._queries(X)
+        # The binned path's attention weights are the exact ones (see its docs).
         return _engine.attention(
-            self._queries(X), self._train, self._kernel,
+            Q, self._exact_train(), self._kernel,
             fallback=fallback, sparse=sparse, options=self._options(),
         )  # fmt: skip
 
@@ -204,4 +217,6 @@ class _NWBase(BaseEstimator):
         """
         check_is_fitted(self)
         fallback = getattr(self, "fallback", "nearest")
+        if self._fit_method == "binned":
+            return _binning.BinnedLeaveOneOut(self._binned, fallback)
         return _engine.LeaveOneOut(self._train, self._kernel, fallback, self.rtol)

@@ -10,7 +10,7 @@ from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
-from . import _engine
+from . import _binning, _engine
 from ._base import _NWBase, check_weights, rule_of_thumb
 from ._inference_api import _DensityMixin, _NWInferenceMixin
 
@@ -40,7 +40,7 @@ default="scott"
     kernel : {"gaussian", "tophat", "boxcar", "epanechnikov", "exponential", \
 "linear", "triangular", "cosine"}, default="gaussian"
         Kernel profile; "boxcar" is "tophat" and "triangular" is "linear".
-    algorithm : {"auto", "brute", "kd_tree", "ball_tree"}, default="auto"
+    algorithm : {"auto", "brute", "kd_tree", "ball_tree", "binned"}, default="auto"
         How the kernel sums are computed.  "brute" sums over every training
         point in chunks of queries; "kd_tree" / "ball_tree" build scikit-learn's
         tree on the scaled data at fit and sum over each query's neighbourhood
@@ -51,6 +51,10 @@ default="scott"
         points, above 12 features and for the Gaussian whenever its weights
         fold into one matrix product; a ball tree where a query's neighbourhood
         holds a small share of the data); ``tree_`` shows the choice.
+        "binned" (1 to 3 features) approximates the sums on a regular grid
+        (linear binning, one FFT convolution, multilinear interpolation) to
+        ``binned_tol``: see the user guide's "Binned path"; "auto" takes it
+        only when ``binned_tol`` is set, from 100,000 training points on.
     leaf_size : int, default=40
         Leaf size of the tree.
     rtol : float, default=1e-16
@@ -69,6 +73,14 @@ default="scott"
     n_jobs : int, default=None
         Threads over chunks of queries at predict; ``None`` means 1 unless in a
         :func:`joblib.parallel_backend` context, ``-1`` means all processors.
+    binned_tol : float in (0, 1), default=None
+        Accuracy of ``algorithm="binned"``: the grid spacing is
+        ``3 sqrt(binned_tol / d)`` bandwidths (``binned_tol / d`` for the
+        tophat), and predictions on data with many points per bandwidth
+        differ from the exact ones by at most about
+        ``binned_tol * (max(y) - min(y))`` (class probabilities by about
+        ``binned_tol``); the user guide states the bound and when it holds.
+        None: 1e-4 with ``algorithm="binned"``, and "auto" never bins.
 
     Attributes
     ----------
@@ -126,6 +138,7 @@ default="scott"
         rtol: float = 1e-16,
         fallback: str = "nearest",
         n_jobs: int | None = None,
+        binned_tol: float | None = None,
     ) -> None:
         self.bandwidth = bandwidth
         self.kernel = kernel
@@ -134,6 +147,7 @@ default="scott"
         self.rtol = rtol
         self.fallback = fallback
         self.n_jobs = n_jobs
+        self.binned_tol = binned_tol
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None):
@@ -184,8 +198,12 @@ default="scott"
         """
         if return_std:
             return self._predict_with_std(X)
+        Q = self._queries(X)
+        if self._fit_method == "binned":
+            pooled = _binning.pool(self, Q, self.fallback)
+            return pooled[:, 0] if self._y_1d else pooled
         pooled = _engine.pool(
-            self._queries(X), self._train, self._kernel,
+            Q, self._train, self._kernel,
             fallback=self.fallback, options=self._options(),
         )  # fmt: skip
         return pooled[:, 0] if self._y_1d else pooled
@@ -207,7 +225,9 @@ default="scott"
         ndarray or csr_matrix of shape (n_queries, n_samples_fit)
             Non-negative rows summing to 1 (NaN rows where ``fallback="nan"``
             leaves a query empty), columns in training order, so that
-            ``attention_weights(X) @ y`` equals ``predict(X)``.
+            ``attention_weights(X) @ y`` equals ``predict(X)``.  On the binned
+            path they are the exact weights (the grid never forms per-point
+            weights), so the product matches ``predict`` to ``binned_tol``.
 
         Raises
         ------
@@ -246,7 +266,7 @@ default="scott"
     kernel : {"gaussian", "tophat", "boxcar", "epanechnikov", "exponential", \
 "linear", "triangular", "cosine"}, default="gaussian"
         Kernel profile.
-    algorithm : {"auto", "brute", "kd_tree", "ball_tree"}, default="auto"
+    algorithm : {"auto", "brute", "kd_tree", "ball_tree", "binned"}, default="auto"
         How the kernel sums are computed.  "brute" sums over every training
         point in chunks of queries; "kd_tree" / "ball_tree" build scikit-learn's
         tree on the scaled data at fit and sum over each query's neighbourhood
@@ -257,6 +277,10 @@ default="scott"
         points, above 12 features and for the Gaussian whenever its weights
         fold into one matrix product; a ball tree where a query's neighbourhood
         holds a small share of the data); ``tree_`` shows the choice.
+        "binned" (1 to 3 features) approximates the sums on a regular grid
+        (linear binning, one FFT convolution, multilinear interpolation) to
+        ``binned_tol``: see the user guide's "Binned path"; "auto" takes it
+        only when ``binned_tol`` is set, from 100,000 training points on.
     leaf_size : int, default=40
         Leaf size of the tree.
     rtol : float, default=1e-16
@@ -272,6 +296,14 @@ default="scott"
         (weighted) class frequencies of the training set.
     n_jobs : int, default=None
         Threads over chunks of queries at predict.
+    binned_tol : float in (0, 1), default=None
+        Accuracy of ``algorithm="binned"``: the grid spacing is
+        ``3 sqrt(binned_tol / d)`` bandwidths (``binned_tol / d`` for the
+        tophat), and predictions on data with many points per bandwidth
+        differ from the exact ones by at most about
+        ``binned_tol * (max(y) - min(y))`` (class probabilities by about
+        ``binned_tol``); the user guide states the bound and when it holds.
+        None: 1e-4 with ``algorithm="binned"``, and "auto" never bins.
 
     Attributes
     ----------
@@ -333,6 +365,7 @@ default="scott"
         rtol: float = 1e-16,
         priors: ArrayLike | None = None,
         n_jobs: int | None = None,
+        binned_tol: float | None = None,
     ) -> None:
         self.bandwidth = bandwidth
         self.kernel = kernel
@@ -341,6 +374,7 @@ default="scott"
         self.rtol = rtol
         self.priors = priors
         self.n_jobs = n_jobs
+        self.binned_tol = binned_tol
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None):
@@ -396,8 +430,12 @@ default="scott"
         return priors / priors.sum()
 
     def _log_class_sums(self, X: ArrayLike) -> np.ndarray:
+        Q = self._queries(X)
+        if self._fit_method == "binned":  # log of the binned pooled one-hot labels
+            with np.errstate(divide="ignore"):
+                return np.log(np.maximum(_binning.pool(self, Q, "nearest"), 0.0))
         return _engine.class_log_sums(
-            self._queries(X), self._train, self._kernel, relative=True, options=self._options()
+            Q, self._train, self._kernel, relative=True, options=self._options()
         )
 
     def predict_log_proba(self, X: ArrayLike) -> np.ndarray:

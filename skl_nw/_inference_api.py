@@ -174,12 +174,12 @@ class _NWInferenceMixin(_SmootherInferenceMixin):
 
     def _targets(self) -> tuple[np.ndarray, np.ndarray]:
         """Training targets (n, k) and sample weights (n,), caller order."""
-        train = self._train
+        train = self._exact_train()
         return train.to_caller(train.values), np.exp(train.to_caller(train.log_w))
 
     def _sums(self, Q, values, powers=(1,)):
         return _engine.kernel_sums(
-            Q, self._train, self._kernel, values=values, powers=powers,
+            Q, self._exact_train(), self._kernel, values=values, powers=powers,
             fallback=self.fallback, options=self._options(),
         )  # fmt: skip
 
@@ -189,7 +189,7 @@ class _NWInferenceMixin(_SmootherInferenceMixin):
             return self._sums(Q, V).ratios()[:, 0]
         # Many columns (bootstrap replicates): attention weights of a chunk of
         # queries times V, one BLAS product, instead of one pass per column.
-        train, n = self._train, V.shape[0]
+        train, n = self._exact_train(), V.shape[0]
         rows = max(1, int(get_config()["working_memory"] * 2**20 // (8 * max(n, 1))))
         out = np.empty((len(Q), V.shape[1]))
         for start in range(0, len(Q), rows):
@@ -209,11 +209,12 @@ class _NWInferenceMixin(_SmootherInferenceMixin):
     def _gradient(self, Q: np.ndarray) -> np.ndarray:
         Y, w = self._targets()
         Yc = Y - Y[w > 0].mean(axis=0)  # the gradient does not depend on a shift of y
-        X = self._train.to_caller(self._train.X)  # centred scaled inputs
+        train = self._exact_train()
+        X = train.to_caller(train.X)  # centred scaled inputs
         (n, d), k = X.shape, Y.shape[1]
         XY = (X[:, :, None] * Yc[:, None, :]).reshape(n, d * k)
         sums = self._sums(Q, np.column_stack([Yc, X, XY]), powers=(1, "ds"))
-        return nw_gradient(sums, Q - self._train.center, k, self.bandwidth_)
+        return nw_gradient(sums, Q - train.center, k, self.bandwidth_)
 
 
 class _DensityMixin:
@@ -243,7 +244,7 @@ class _DensityMixin:
         return L
 
     def _class_log_densities(self, Q: np.ndarray) -> np.ndarray:
-        train, kernel = self._train, self._kernel
+        train, kernel = self._exact_train(), self._kernel
         L = _engine.class_log_sums(
             Q, train, kernel, relative=False, fallback="nan", options=self._options()
         )

@@ -8,7 +8,7 @@ from numbers import Integral
 import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import RegressorMixin, _fit_context
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _engine
@@ -293,6 +293,8 @@ default="scott"
 
     _parameter_constraints: dict = {
         **_NWBase._parameter_constraints,
+        # The exact paths only: local polynomial moments are not binned.
+        "algorithm": [StrOptions({"auto", "brute", "kd_tree", "ball_tree"})],
         "degree": [Interval(Integral, 0, None, closed="left")],
     }
 

@@ -246,7 +246,9 @@ def loo_base(estimator, X, y, w, bandwidth, factors, n_jobs):
     """
     est = clone(estimator).set_params(bandwidth=bandwidth)
     n = len(X)
-    if est.get_params().get("algorithm") != "auto" or n < _PROBE_MIN_SAMPLES:
+    params = est.get_params()
+    # binned_tol: the user asked for the binned approximation where "auto" takes it.
+    if params.get("algorithm") != "auto" or params.get("binned_tol") or n < _PROBE_MIN_SAMPLES:
         return est.fit(X, y, w)
     candidates = ("brute", "ball_tree")
     if not get_kernel(est.get_params()["kernel"]).compact:

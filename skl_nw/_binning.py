@@ -1,0 +1,95 @@
+"""Estimator side of the binned path (``algorithm="binned"``): choice, fit, predict, LOO.
+
+Kept apart from ``_base.py`` so that the shared base only calls in here; the
+numerics live in :mod:`skl_nw._engine._binned`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ._engine import Options
+from ._engine._binned import MAX_FEATURES, BinnedSums
+from ._engine._binned_loo import loo_pool
+
+__all__ = ["DEFAULT_TOL", "BinnedLeaveOneOut", "build", "pool", "wanted"]
+
+#: ``binned_tol`` used by ``algorithm="binned"`` when the user leaves it at None.
+DEFAULT_TOL = 1e-4
+# algorithm="auto" with binned_tol set bins from this many training points on.
+_AUTO_MIN_SAMPLES = 100_000
+
+
+def wanted(est, Xs: np.ndarray) -> bool:
+    """Whether this fit takes the binned path; a clear error where it cannot."""
+    n, d = Xs.shape
+    if est.algorithm == "binned":
+        if d > MAX_FEATURES:
+            raise ValueError(
+                f"algorithm='binned' supports at most {MAX_FEATURES} features; X has {d}. "
+                "Use algorithm='auto', 'brute', 'kd_tree' or 'ball_tree'."
+            )
+        return True
+    tol = getattr(est, "binned_tol", None)
+    return (
+        est.algorithm == "auto"
+        and tol is not None
+        and d <= MAX_FEATURES
+        and (n >= _AUTO_MIN_SAMPLES)
+    )
+
+
+def build(est, Xs: np.ndarray, w: np.ndarray, values: np.ndarray) -> None:
+    """Bin the training set (the binned path's fit)."""
+    tol = getattr(est, "binned_tol", None)
+    tol = DEFAULT_TOL if tol is None else tol
+    est._fit_method = "binned"
+    est._train = None
+    est.tree_ = None
+    est._binned = BinnedSums(Xs, w, values, est._kernel, tol, est.rtol)
+
+
+def pool(est, Q: np.ndarray, fallback: str) -> np.ndarray:
+    """Binned pooled values at scaled queries ``Q``: (m, k)."""
+    options = Options(rtol=est.rtol, n_jobs=est.n_jobs)
+    return est._binned.pool(Q, fallback, options)
+
+
+class BinnedLeaveOneOut:
+    """The ``_leave_one_out()`` protocol object of a binned fit (see ``_engine.LeaveOneOut``).
+
+    ``predictions`` is the binned closed form of
+    :mod:`skl_nw._engine._binned_loo`; ``loss_grad`` (for ``method="sgd"``)
+    delegates to the exact path's protocol object, built on first need.
+    """
+
+    def __init__(self, binned: BinnedSums, fallback: str):
+        self.binned, self.fallback = binned, fallback
+        self.targets = binned.values
+
+    def predictions(self, factors, n_jobs=None, rows=None) -> np.ndarray:
+        """Binned leave-one-out predictions at the training points, per bandwidth multiple."""
+        P = loo_pool(self.binned, factors, self.fallback)
+        return P if rows is None else P[:, rows]
+
+    def fits(self, factors, n_jobs=None):
+        """In-sample fits and hat diagonal (the exact path's: criteria are not binned)."""
+        return self._exact().fits(factors, n_jobs)
+
+    def _exact(self):
+        from ._engine import LeaveOneOut
+
+        return LeaveOneOut(self.binned.exact(), self.binned.kernel, self.fallback,
+                           self.binned.rtol)  # fmt: skip
+
+    def loss_grad(
+        self,
+        log_factors: np.ndarray,
+        rows: np.ndarray,
+        loss_fn: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
+        row_weights: np.ndarray,
+    ) -> tuple[float, np.ndarray]:
+        """Exact leave-one-out loss and gradient (the exact path's)."""
+        return self._exact().loss_grad(log_factors, rows, loss_fn, row_weights)
