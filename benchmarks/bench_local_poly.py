@@ -89,13 +89,17 @@ def bench_selection(n: int, repeat: int) -> str:
         t_sm = time.perf_counter() - start
     rows = [["statsmodels KernelReg(reg_type='ll', bw='cv_ls')", f"{t_sm:.3g}", "1.0×",
              np.round(h_sm, 3), f"{loo_mse(X, y, h_sm):.5f}"]]  # fmt: skip
-    methods = (("grid (40 multiples, closed form)", "grid"), ("sgd (per feature)", "sgd"))
-    for label, method in methods:
+    methods = (
+        ("grid (40 multiples, closed form)", {"method": "grid"}),
+        ("sgd (per feature)", {"method": "sgd"}),
+        ("sgd (tol=1e-6, n_iter_no_change=10)", {"method": "sgd", "tol": 1e-6,
+                                                 "n_iter_no_change": 10}),
+    )  # fmt: skip
+    for label, params in methods:
 
-        def search(method=method):
-            return BandwidthSearchCV(LocalPolynomialRegressor(), method=method, random_state=0).fit(
-                X, y
-            )
+        def search(params=params):
+            model = BandwidthSearchCV(LocalPolynomialRegressor(), random_state=0, **params)
+            return model.fit(X, y)
 
         fitted, times = timings(search, repeat)
         rows.append([

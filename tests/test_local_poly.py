@@ -88,6 +88,9 @@ def test_statsmodels_local_linear_predictions_and_slopes(rng, d):
 
     X, y = _data(rng, n=120, d=d)
     h = np.linspace(0.15, 0.35, d)  # per-feature; statsmodels' Gaussian with the same h
+    # Local-linear slopes only: statsmodels' local-constant marginal effects
+    # (reg_type="lc") are off by a factor n / 2, so they are never a reference here;
+    # degree 0 is checked against finite differences of predict instead.
     Q = rng.uniform(0, 1, (30, d))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
