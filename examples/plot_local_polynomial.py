@@ -55,6 +55,7 @@ ax.plot(grid, nw.predict(grid), label="Nadaraya–Watson (degree 0)")
 ax.plot(grid, ll.predict(grid), label="local linear (degree 1)")
 ax.set(xlabel="x", ylabel="y", title=f"Same weights, h = {h:.2f}: a mean or a line")
 ax.legend()
+plt.show()
 
 # %%
 # Derivative estimates
