@@ -52,7 +52,8 @@ def test_polynomial_exp_matches_numpy(compiled, rng):
     assert np.all(out[~normal] == 0.0)  # below the normal range: exactly 0, as documented
 
 
-@pytest.mark.parametrize("k", [1, 3])
+# 30 columns: above the fused kernel's limit, the compiled exp then a BLAS product.
+@pytest.mark.parametrize("k", [1, 3, 30])
 def test_exp_sums_compiled_equals_numpy_passes(compiled, rng, monkeypatch, k):
     m, n = 17, 301
     A = -rng.exponential(20.0, (m, n))

@@ -32,6 +32,10 @@ MAX_GEMM_ERROR = 1e-12
 _DIRECT_MAX_FEATURES = 2
 # Row sums below this have lost relative precision to subnormals: redo with a shift.
 UNDERFLOW = 1e-280
+# Above this many value columns the fused exp-and-sums kernel (scalar loops over the
+# columns) loses to the compiled exp followed by a BLAS product (measured in d = 3: at 14
+# columns, local linear, fused 1.4x faster; at 45, local quadratic, BLAS 1.75x faster).
+_FUSED_MAX_COLUMNS = 24
 # A kernel value squared this many times in a row has a relative error of up to
 # 2^6 times the exp's (measured: 3.2e-14): then a chain restarts with an exp.
 MAX_SQUARINGS = 6
@@ -264,8 +268,12 @@ def exp_sums(A, V, *, slope=1.0, offset=None, own=None) -> np.ndarray:
     m, n = A.shape
     kernels = compiled()
     if kernels is not None and slope == 1.0 and offset is None and own is None:
+        A = np.ascontiguousarray(A)
+        if V.shape[1] > _FUSED_MAX_COLUMNS:  # the compiled exp, then BLAS for the columns
+            kernels.exp_nonpositive_array(A.reshape(-1), A.reshape(-1))
+            return weighted_sums(A, V)
         sums = np.empty((m, V.shape[1] + 1))
-        kernels.exp_sums(np.ascontiguousarray(A), np.ascontiguousarray(V.T), sums)
+        kernels.exp_sums(A, np.ascontiguousarray(V.T), sums)
         return sums
     if slope != 1.0 or offset is not None:
         A = A * slope
