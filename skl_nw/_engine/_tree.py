@@ -95,13 +95,15 @@ class Neighbours:
         parts = []
         for t, (tree, margin) in enumerate(zip(train.trees, tree_margins, strict=True)):
             r = radius(self.d_nn[t] if need_nn else np.zeros(len(Q)), kernel, margin, widest)
-            row, col = tree.within(Q, r)
-            parts.append((row, col, np.full(len(row), t, dtype=np.intp)))
-        row, col, tree_of = _concat(parts) if parts else (np.empty(0, np.intp),) * 3
+            parts.append(tree.within(Q, r))
+        row, col = _concat(parts) if parts else (np.empty(0, np.intp),) * 2
+        # The tree of each entry, for the narrower factors' radii only (built on need).
+        self._counts = [len(p[0]) for p in parts]
+        self._keep = None
         if exclude is not None:
-            keep = col != exclude[row]
-            row, col, tree_of = row[keep], col[keep], tree_of[keep]
-        self.row, self.col, self.tree_of, self.widest = row, col, tree_of, widest
+            self._keep = col != exclude[row]
+            row, col = row[self._keep], col[self._keep]
+        self.row, self.col, self.widest = row, col, widest
         self.s = pair_sq_distances(Q, train.X, row, col)
 
     def at(self, factor: float):
@@ -113,7 +115,10 @@ class Neighbours:
             radius(d if d is not None else np.zeros(self.m), self.kernel, margin, factor) ** 2
             for d, margin in zip(self.d_nn, self.margins, strict=True)
         ])  # fmt: skip
-        keep = self.s <= limits[self.tree_of, self.row]
+        tree_of = np.repeat(np.arange(len(self._counts)), self._counts)
+        if self._keep is not None:
+            tree_of = tree_of[self._keep]
+        keep = self.s <= limits[tree_of, self.row]
         return self.row[keep], self.col[keep], self.s[keep] / (factor * factor)
 
 
