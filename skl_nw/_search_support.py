@@ -332,21 +332,23 @@ class _Delegation:
         return self.best_estimator_.predict_log_proba(X)
 
     @available_if(_estimator_has("attention_weights"))
-    def attention_weights(self, X: ArrayLike) -> np.ndarray:
+    def attention_weights(self, X: ArrayLike, *, sparse: bool = False):
         """Attention weights of the best estimator.
 
         Parameters
         ----------
         X : array-like of shape (n_queries, n_features)
             Queries.
+        sparse : bool, default=False
+            A CSR matrix of the non-zero weights instead of a dense array.
 
         Returns
         -------
-        ndarray of shape (n_queries, n_samples_fit)
-            ``best_estimator_.attention_weights(X)``.
+        ndarray or csr_matrix of shape (n_queries, n_samples_fit)
+            ``best_estimator_.attention_weights(X, sparse=sparse)``.
         """
         check_is_fitted(self)
-        return self.best_estimator_.attention_weights(X)
+        return self.best_estimator_.attention_weights(X, sparse=sparse)
 
     @available_if(_estimator_has("score"))
     def score(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> float:

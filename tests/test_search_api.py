@@ -385,3 +385,12 @@ def test_verbose_default_grid_reports_rows(rng, capsys, monkeypatch):
     )
     assert_allclose(loud.cv_results_["mean_test_score"], quiet.cv_results_["mean_test_score"],
                     rtol=1e-12)  # fmt: skip
+
+
+def test_attention_weights_pass_sparse_through(rng):
+    X, y, _ = _data(rng)
+    search = BandwidthSearchCV(NadarayaWatsonRegressor(), bandwidths=CANDIDATES).fit(X, y)
+    dense = search.attention_weights(X[:5])
+    A = search.attention_weights(X[:5], sparse=True)
+    assert isinstance(dense, np.ndarray) and A.format == "csr"
+    assert_allclose(A.toarray(), dense, rtol=0, atol=0)
