@@ -10,8 +10,8 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from . import _binning, _engine
-from ._kernels import KERNELS, get_kernel
+from . import _binning, _categorical, _engine
+from ._kernels import DISCRETE_KERNELS, KERNELS, get_kernel
 
 __all__ = ["check_weights", "rule_of_thumb"]
 
@@ -115,6 +115,10 @@ class _NWBase(BaseEstimator):
         "rtol": [Interval(Real, 0, 1, closed="left")],
         "binned_tol": [Interval(Real, 0, 1, closed="neither"), None],
         "n_jobs": [Integral, None],
+        "categorical_features": [StrOptions({"from_dtype"}), "array-like", None],
+        "ordered_features": [StrOptions({"from_dtype"}), "array-like", None],
+        "categorical_kernel": [StrOptions({n for n, o in DISCRETE_KERNELS if not o})],
+        "ordered_kernel": [StrOptions({n for n, o in DISCRETE_KERNELS if o})],
     }
 
     def __getstate__(self) -> dict:
@@ -130,7 +134,41 @@ class _NWBase(BaseEstimator):
             state = {**state, "_kernel": get_kernel(state["_kernel"])}
         super().__setstate__(state)
 
+    def _validate_fit(self, X, y, **kwargs):
+        """``validate_data`` at fit; categorical columns become codes (learned here).
+
+        Sets ``is_categorical_``, ``is_ordered_`` and ``categories_``.
+        """
+        self._categories = _categorical.resolve(self, X)
+        cats = getattr(self, "_categories", None)
+        if cats is None:
+            Xv, y = validate_data(self, X, y, dtype=np.float64, **kwargs)
+            self.is_categorical_ = self.is_ordered_ = np.zeros(Xv.shape[1], bool)
+            self.categories_ = []
+            return Xv, y
+        Xv, y = validate_data(self, X, y, dtype=None, ensure_all_finite=False, **kwargs)
+        Xv = cats.fit(X, np.asarray(Xv, dtype=object) if Xv.dtype.kind not in "fiub" else Xv)
+        self.is_categorical_, self.is_ordered_ = cats.mask.copy(), cats.ordered.copy()
+        self.categories_ = [c.copy() for c in cats.categories]
+        return Xv, y
+
     def _resolve_bandwidth(self, X: np.ndarray, w: np.ndarray) -> np.ndarray:
+        cats = getattr(self, "_categories", None)
+        if cats is None:
+            return self._resolve_continuous(X, w)
+        h = np.empty(X.shape[1])
+        given = not isinstance(self.bandwidth, str) and np.ndim(self.bandwidth) == 1
+        cont = ~cats.mask
+        if given:
+            h[:] = self._resolve_continuous(X, w)
+        elif cont.any():
+            h[cont] = self._resolve_continuous(X[:, cont], w)
+        if not given:
+            h[cats.mask] = cats.default_lambdas(w.sum(), int(cont.sum()))
+        cats.check_lambdas(h[cats.mask])
+        return h
+
+    def _resolve_continuous(self, X: np.ndarray, w: np.ndarray) -> np.ndarray:
         n_features = X.shape[1]
         if isinstance(self.bandwidth, str):
             return rule_of_thumb(X, self.bandwidth, w)
@@ -147,13 +185,27 @@ class _NWBase(BaseEstimator):
                 f"got shape {h.shape}."
             )
         h = np.broadcast_to(h.astype(np.float64), (n_features,)).copy()
-        if not (np.all(np.isfinite(h)) and np.all(h > 0)):
+        cats = getattr(self, "_categories", None)
+        continuous = h if cats is None else h[~cats.mask]
+        if not (np.all(np.isfinite(h)) and np.all(continuous > 0)):
             raise ValueError(f"bandwidth must be finite and positive; got {h}.")
         return h
 
     def _scale(self, X: np.ndarray, name: str = "X") -> np.ndarray:
+        """The engine's queries: ``X / bandwidth_``, or with categorical features
+        ``[continuous X / h, log-kernel rows]`` (see :mod:`skl_nw._categorical`)."""
+        cats = getattr(self, "_categories", None)
+        if cats is None:
+            return self._divide(X, self.bandwidth_, name)
+        cont = ~cats.mask
+        Xs = self._divide(X[:, cont], self.bandwidth_[cont], name)
+        rows = cats.log_rows(X[:, cats.mask], self.bandwidth_[cats.mask])
+        return np.hstack([Xs, rows])
+
+    @staticmethod
+    def _divide(X: np.ndarray, h: np.ndarray, name: str) -> np.ndarray:
         with np.errstate(over="ignore"):  # an overflow is the error raised below
-            Xs = X / self.bandwidth_
+            Xs = X / h
         if Xs.size and not np.abs(Xs).max() < _MAX_SCALED:
             raise ValueError(
                 f"{name} divided by bandwidth_ overflows (|x / h| >= {_MAX_SCALED:g}); "
@@ -170,17 +222,30 @@ class _NWBase(BaseEstimator):
 
     def _build(self, Xs: np.ndarray, w: np.ndarray, values: np.ndarray, groups=None) -> None:
         """Choose the algorithm (the one place that does); hand the training set to the engine."""
-        if _binning.wanted(self, Xs):  # algorithm="binned", or "auto" with binned_tol set
+        cats = getattr(self, "_categories", None)
+        if cats is not None and self.algorithm == "binned":
+            raise ValueError(
+                "algorithm='binned' takes continuous features only; this X has categorical "
+                f"features {cats.columns.tolist()}. Use algorithm='auto', 'brute' or a tree."
+            )
+        if cats is None and _binning.wanted(self, Xs):  # "binned", or "auto" with binned_tol
             return _binning.build(self, Xs, w, values)
         with np.errstate(divide="ignore"):
             log_w = np.log(w)
+        discrete = {}
+        if cats is not None:
+            n_cont = int((~cats.mask).sum())
+            discrete = {"codes": cats.codes, "code_rows": Xs[:, n_cont:], "n_categories": cats.sizes}
+            Xs = Xs[:, :n_cont]
         if self.algorithm != "auto":
             self._fit_method = self.algorithm
         else:
             self._fit_method = _engine.choose_algorithm(Xs, log_w, self._kernel, self.rtol)
+        if Xs.shape[1] == 0:  # categorical features only: nothing for a tree to search
+            self._fit_method = "brute"
         self._train = _engine.prepare_train(
             Xs, log_w=log_w, values=values, groups=groups,
-            algorithm=self._fit_method, leaf_size=self.leaf_size,
+            algorithm=self._fit_method, leaf_size=self.leaf_size, **discrete,
         )  # fmt: skip
         trees = [t.tree for t in self._train.trees] or None
         self.tree_ = trees[0] if trees is not None and groups is None else trees
@@ -190,8 +255,12 @@ class _NWBase(BaseEstimator):
 
     def _queries(self, X: ArrayLike) -> np.ndarray:
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=np.float64)
-        return self._scale(X)
+        cats = getattr(self, "_categories", None)
+        if cats is None:
+            return self._scale(validate_data(self, X, reset=False, dtype=np.float64))
+        Xv = validate_data(self, X, reset=False, dtype=None, ensure_all_finite=False)
+        Xv = np.asarray(Xv, dtype=object) if Xv.dtype.kind not in "fiub" else Xv
+        return self._scale(cats.encode(X, Xv))
 
     def _exact_train(self):
         """Return the exact training set (the fitted one, or built from a binned fit).

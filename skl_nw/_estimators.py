@@ -82,6 +82,35 @@ default="scott"
         ``binned_tol``); the user guide states the bound and when it holds.
         None: 1e-4 with ``algorithm="binned"``, and "auto" never bins.
 
+    categorical_features : "from_dtype", array-like of bool, int or str, or None, \
+default="from_dtype"
+        Features smoothed by a discrete kernel with a bandwidth ``lambda``
+        instead of a continuous one: a boolean mask of shape (n_features,),
+        integer indices, or feature names; "from_dtype" takes the pandas
+        ``category`` columns of a DataFrame (numpy input stays continuous);
+        None makes every feature continuous.  Their labels may be any hashable
+        values (ints, strings, pandas categories); a category unseen at fit
+        matches no training category; a missing value (NaN, None) is an error.
+    ordered_features : "from_dtype", array-like of bool, int or str, or None, \
+default="from_dtype"
+        The categorical features whose categories are ordered, compared by
+        the distance between their positions in the order (the sorted labels,
+        or the pandas-declared order); same forms, "from_dtype" taking the
+        ordered pandas categoricals.  A feature named here is categorical
+        whether or not ``categorical_features`` names it.
+    categorical_kernel : {"aitchison_aitken", "li_racine"}, default="aitchison_aitken"
+        Kernel of the unordered categorical features: Aitchison–Aitken,
+        ``1 - lambda`` for equal categories and ``lambda / (c - 1)`` otherwise
+        (``c`` categories, ``0 <= lambda <= (c - 1) / c``), or Li–Racine, 1 and
+        ``lambda`` (``0 <= lambda <= 1``).
+    ordered_kernel : {"wang_van_ryzin", "li_racine"}, default="wang_van_ryzin"
+        Kernel of the ordered features: Wang–van Ryzin, ``1 - lambda`` for
+        equal categories and ``(1 - lambda) / 2 * lambda^|a - b|`` otherwise
+        (``0 <= lambda < 1``), or Li–Racine, ``lambda^|a - b|``
+        (``0 <= lambda <= 1``).  ``lambda = 0`` smooths nothing (only the
+        query's own category counts); the largest ``lambda`` of the
+        Aitchison–Aitken and Li–Racine kernels ignores the feature.
+
     Attributes
     ----------
     bandwidth_ : ndarray of shape (n_features,)
@@ -91,6 +120,14 @@ default="scott"
         positive weight, or None on the brute-force path.  It stores them in
         its own leaf order (close points close in memory), so its indices are
         not those of the training set.
+    is_categorical_ : ndarray of bool of shape (n_features,)
+        Which features are categorical.
+    is_ordered_ : ndarray of bool of shape (n_features,)
+        Which categorical features are ordered.
+    categories_ : list of ndarray
+        The categories of each categorical feature, in feature order and in
+        code order (the pandas-declared categories, or the sorted labels seen
+        at fit).
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -139,6 +176,10 @@ default="scott"
         fallback: str = "nearest",
         n_jobs: int | None = None,
         binned_tol: float | None = None,
+        categorical_features="from_dtype",
+        ordered_features="from_dtype",
+        categorical_kernel: str = "aitchison_aitken",
+        ordered_kernel: str = "wang_van_ryzin",
     ) -> None:
         self.bandwidth = bandwidth
         self.kernel = kernel
@@ -148,6 +189,10 @@ default="scott"
         self.fallback = fallback
         self.n_jobs = n_jobs
         self.binned_tol = binned_tol
+        self.categorical_features = categorical_features
+        self.ordered_features = ordered_features
+        self.categorical_kernel = categorical_kernel
+        self.ordered_kernel = ordered_kernel
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None):
@@ -167,7 +212,7 @@ default="scott"
         self : NadarayaWatsonRegressor
             The fitted estimator.
         """
-        X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=np.float64)
+        X, y = self._validate_fit(X, y, multi_output=True, y_numeric=True)
         Xs, w = self._fit_inputs(X, sample_weight)
         self._build(Xs, w, y.reshape(len(y), -1))
         self._y_1d = y.ndim == 1
@@ -305,6 +350,35 @@ default="scott"
         ``binned_tol``); the user guide states the bound and when it holds.
         None: 1e-4 with ``algorithm="binned"``, and "auto" never bins.
 
+    categorical_features : "from_dtype", array-like of bool, int or str, or None, \
+default="from_dtype"
+        Features smoothed by a discrete kernel with a bandwidth ``lambda``
+        instead of a continuous one: a boolean mask of shape (n_features,),
+        integer indices, or feature names; "from_dtype" takes the pandas
+        ``category`` columns of a DataFrame (numpy input stays continuous);
+        None makes every feature continuous.  Their labels may be any hashable
+        values (ints, strings, pandas categories); a category unseen at fit
+        matches no training category; a missing value (NaN, None) is an error.
+    ordered_features : "from_dtype", array-like of bool, int or str, or None, \
+default="from_dtype"
+        The categorical features whose categories are ordered, compared by
+        the distance between their positions in the order (the sorted labels,
+        or the pandas-declared order); same forms, "from_dtype" taking the
+        ordered pandas categoricals.  A feature named here is categorical
+        whether or not ``categorical_features`` names it.
+    categorical_kernel : {"aitchison_aitken", "li_racine"}, default="aitchison_aitken"
+        Kernel of the unordered categorical features: Aitchison–Aitken,
+        ``1 - lambda`` for equal categories and ``lambda / (c - 1)`` otherwise
+        (``c`` categories, ``0 <= lambda <= (c - 1) / c``), or Li–Racine, 1 and
+        ``lambda`` (``0 <= lambda <= 1``).
+    ordered_kernel : {"wang_van_ryzin", "li_racine"}, default="wang_van_ryzin"
+        Kernel of the ordered features: Wang–van Ryzin, ``1 - lambda`` for
+        equal categories and ``(1 - lambda) / 2 * lambda^|a - b|`` otherwise
+        (``0 <= lambda < 1``), or Li–Racine, ``lambda^|a - b|``
+        (``0 <= lambda <= 1``).  ``lambda = 0`` smooths nothing (only the
+        query's own category counts); the largest ``lambda`` of the
+        Aitchison–Aitken and Li–Racine kernels ignores the feature.
+
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
@@ -319,6 +393,14 @@ default="scott"
         accuracy however far the class is), or None on the brute-force path.
         Trees store their points in leaf order: their indices are not those of
         the training set.
+    is_categorical_ : ndarray of bool of shape (n_features,)
+        Which features are categorical.
+    is_ordered_ : ndarray of bool of shape (n_features,)
+        Which categorical features are ordered.
+    categories_ : list of ndarray
+        The categories of each categorical feature, in feature order and in
+        code order (the pandas-declared categories, or the sorted labels seen
+        at fit).
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -366,6 +448,10 @@ default="scott"
         priors: ArrayLike | None = None,
         n_jobs: int | None = None,
         binned_tol: float | None = None,
+        categorical_features="from_dtype",
+        ordered_features="from_dtype",
+        categorical_kernel: str = "aitchison_aitken",
+        ordered_kernel: str = "wang_van_ryzin",
     ) -> None:
         self.bandwidth = bandwidth
         self.kernel = kernel
@@ -375,6 +461,10 @@ default="scott"
         self.priors = priors
         self.n_jobs = n_jobs
         self.binned_tol = binned_tol
+        self.categorical_features = categorical_features
+        self.ordered_features = ordered_features
+        self.categorical_kernel = categorical_kernel
+        self.ordered_kernel = ordered_kernel
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None):
@@ -394,7 +484,7 @@ default="scott"
         self : ParzenClassifier
             The fitted estimator.
         """
-        X, y = validate_data(self, X, y, dtype=np.float64)
+        X, y = self._validate_fit(X, y)
         check_classification_targets(y)
         self.classes_, y_enc = np.unique(y, return_inverse=True)
         n_classes = len(self.classes_)

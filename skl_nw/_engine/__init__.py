@@ -121,7 +121,8 @@ def attention(Q, train: TrainSet, kernel: Kernel, *, fallback="nearest", sparse=
 
     def dense(chunk, Qc):
         S = _dense.sq_distances(Qc, train, kernel)
-        B, _, _ = _dense.log_kernel_block(S, train.log_w, kernel, fallback)
+        D = _dense.discrete_block(Qc, train)
+        B, _, _ = _dense.log_kernel_block(S, train.log_w, kernel, fallback, D=D)
         alpha = _dense.softmax_rows(B, train.log_w)
         alpha[alpha.sum(axis=1) == 0] = np.nan
         return csr_matrix(alpha) if sparse else alpha

@@ -99,9 +99,9 @@ def map_chunks(
         for i in indices:
             chunk = slices[i]
             if Q is not None:
-                Qc = Q[chunk] - train.center
+                Qc = Q[chunk] - train.query_center
             else:
-                Qc = train.X[chunk] if rows_of_train is None else train.X[rows_of_train[chunk]]
+                Qc = train.queries(chunk if rows_of_train is None else rows_of_train[chunk])
             results[i] = fn(chunk, Qc)
             if out is not None:
                 out[chunk] = results[i]

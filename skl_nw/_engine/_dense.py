@@ -81,6 +81,7 @@ def sq_distances(Q: np.ndarray, train, kernel: Kernel) -> np.ndarray:
     also get their smallest distances recomputed directly.
     """
     X = train.X
+    Q = Q[:, : train.d]
     m, d = Q.shape
     q_sq = np.einsum("ij,ij->i", Q, Q)
     gemm_error = (d + 2) * _EPS * (float(q_sq.max(initial=0.0)) + train.max_sq_norm)
@@ -106,8 +107,20 @@ def sq_distances(Q: np.ndarray, train, kernel: Kernel) -> np.ndarray:
     return S
 
 
-def log_kernel_block(S, log_w, kernel, fallback, exclude=None):
-    """``B = log K(S) - shift`` per row, with the fallback applied to empty rows.
+def discrete_block(Q: np.ndarray, train) -> np.ndarray | None:
+    """``log`` of the discrete kernels' product between queries and stored points, or None.
+
+    One matrix product: each query's log-kernel rows (see :class:`TrainSet`)
+    against the points' one-hot codes.  Every entry is ``<= 0``.
+    """
+    _, A = train.split(Q)
+    return None if A is None else A @ train.onehot.T
+
+
+def log_kernel_block(S, log_w, kernel, fallback, exclude=None, D=None):
+    """``B = log K(S) + D - shift`` per row, with the fallback applied to empty rows.
+
+    ``D`` (optional) is the log of the discrete kernels (:func:`discrete_block`).
 
     ``shift`` is each row's largest ``log K`` over points of positive weight
     (0 where there is none), so ``B <= 0`` there: adding ``log w`` to ``B``
@@ -130,6 +143,8 @@ def log_kernel_block(S, log_w, kernel, fallback, exclude=None):
         The empty rows.
     """
     B = kernel.log_profile(S)
+    if D is not None:
+        B += D
     if exclude is not None:
         B[np.arange(len(S)), exclude] = -np.inf
     active = np.isfinite(log_w)
@@ -138,7 +153,11 @@ def log_kernel_block(S, log_w, kernel, fallback, exclude=None):
     shift[empty] = 0.0
     B -= shift[:, None]
     if empty.size and fallback == "nearest":
-        B[empty] = nearest_block(S[empty], log_w, None if exclude is None else exclude[empty])
+        N = nearest_block(S[empty], log_w, None if exclude is None else exclude[empty])
+        if D is not None:  # the nearest point(s), weighted by their discrete kernels
+            N += D[empty]
+            N -= np.max(N, axis=1, initial=-np.inf, keepdims=True).clip(min=-1e300)
+        B[empty] = N
     return B, shift, empty
 
 
@@ -236,23 +255,28 @@ class FoldedKeys:
     compiled kernel, which takes the exp and the sums in one pass.
     """
 
-    def __init__(self, train, V: np.ndarray, slopes: list[float]):
-        self.train, self.slopes, self.values = train, slopes, V
+    def __init__(self, train, V: np.ndarray, slopes: list[float], powers: list[int]):
+        self.train, self.slopes, self.values, self.powers = train, slopes, V, powers
         shifted = shifted_log_weights(train.log_w)
+        # Discrete kernels fold in as well: a query's log-kernel rows against the
+        # points' one-hot codes (every entry <= 0, so the bound above still holds).
+        extra = [] if train.onehot is None else [train.onehot]
         self.keys = [
-            np.column_stack([train.X, c * train.sq_norms + shifted, np.ones(len(V))])
+            np.column_stack([train.X, c * train.sq_norms + shifted, np.ones(len(V)), *extra])
             for c in slopes
         ]
 
     def sums(self, Q: np.ndarray) -> np.ndarray | None:
         """``[sum w K^p V, sum w K^p]`` per query and power, or None if the GEMM could cancel."""
+        Q, A = self.train.split(Q)
         q_sq = np.einsum("ij,ij->i", Q, Q)
         error = max(abs(c) for c in self.slopes) * (Q.shape[1] + 2) * _EPS
         if error * (q_sq.max(initial=0.0) + self.train.max_sq_norm) > MAX_GEMM_ERROR:
             return None
         out = np.empty((len(Q), len(self.slopes), self.values.shape[1] + 1))
         for t, (c, keys) in enumerate(zip(self.slopes, self.keys, strict=True)):
-            queries = np.column_stack([-2.0 * c * Q, np.ones(len(Q)), c * q_sq])
+            extra = [] if A is None else [self.powers[t] * A]  # log L^p = p log L
+            queries = np.column_stack([-2.0 * c * Q, np.ones(len(Q)), c * q_sq, *extra])
             out[:, t] = exp_sums(queries @ keys.T, self.values)
         return out
 

@@ -111,13 +111,17 @@ class _Plan:
         if slope is not None and not train.trees and not grouped and V.shape[1] >= 1:
             self.slopes = np.array([_power(p) * slope / f**2 for f in factors for p in powers])
             if not loo and exclude is None and len(factors) == 1 and factors[0] == 1.0:
-                self.folded = _dense.FoldedKeys(train, V, list(self.slopes))
+                ps = [_power(p) for p in powers]
+                self.folded = _dense.FoldedKeys(train, V, list(self.slopes), ps)
+            elif train.codes is not None:  # the chained exps take no discrete kernels
+                self.slopes = None
             else:
                 self.folded = None
                 self.XT = np.ascontiguousarray(train.X.T)
                 self.offset = _dense.shifted_log_weights(train.log_w)
         # Compact kernels sum in linear space (see _linear_sums).
-        self.linear = kernel.compact and not grouped
+        # (With discrete kernels a weight sum can vanish inside the support: log space.)
+        self.linear = kernel.compact and not grouped and train.codes is None
         if self.linear:
             self.w = np.exp(_dense.shifted_log_weights(train.log_w))
 
@@ -220,7 +224,7 @@ def _dense_sums(plan: _Plan, chunk: slice, Qc: np.ndarray):
     own = plan.own(chunk)
     out = plan.empty(m)
     fast = plan.fast_sums(Qc, own)
-    S, nearest = None, {}
+    S, nearest, D = None, {}, None
     for f, factor in enumerate(plan.factors):
         redo = np.arange(m)
         if fast is not None:
@@ -228,6 +232,7 @@ def _dense_sums(plan: _Plan, chunk: slice, Qc: np.ndarray):
             redo = np.flatnonzero((fast[:, f, plan.plain, -1] < _dense.UNDERFLOW).any(axis=1))
         if S is None and (plan.linear or redo.size):
             S = _dense.sq_distances(Qc, train, kernel)
+            D = _dense.discrete_block(Qc, train)
         if plan.linear:
             S_f = S / factor**2 if factor != 1.0 else S
             K = kernel.profile(S_f)
@@ -243,7 +248,8 @@ def _dense_sums(plan: _Plan, chunk: slice, Qc: np.ndarray):
         S_r = S if redo.size == m else S[redo]
         S_r = S_r / factor**2 if factor != 1.0 else S_r
         ex = None if own is None else own[redo]
-        b, shift, empty = _dense.log_kernel_block(S_r, train.log_w, kernel, plan.fallback, ex)
+        D_r = None if D is None else (D if redo.size == m else D[redo])
+        b, shift, empty = _dense.log_kernel_block(S_r, train.log_w, kernel, plan.fallback, ex, D_r)
         if empty.size and "ds" in plan.powers:  # the h -> 0 limit is locally constant
             S_r = S_r.copy()
             S_r[empty] = 0.0
@@ -326,7 +332,7 @@ def run_chunks(Q, train: TrainSet, kernel: Kernel, options: Options, *, dense, t
         chunk = _dense.dense_chunk_rows(train.n_samples, mib)
         return map_chunks(dense, Q, train, chunk, workers, out, rows)
     margins = _tree.margins(train, options.rtol)
-    source = (train.X if rows is None else train.X[rows]) if Q is None else Q
+    source = (train.X if rows is None else train.X[rows]) if Q is None else Q[:, : train.d]
     probe = source[:: max(1, len(source) // _tree.PROBE_QUERIES)][: _tree.PROBE_QUERIES]
     probe = probe if Q is None else probe - train.center
     chunk = _tree.tree_chunk_rows(probe, train, kernel, margins, mib, factor)

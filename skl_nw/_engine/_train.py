@@ -36,6 +36,19 @@ class TrainSet:
         positive weight (a neighbour search never returns a weightless point).
     leaf_size : int, default=40
         Leaf size of the trees.
+    codes : ndarray of int of shape (n_samples, n_discrete), default=None
+        Category codes of the categorical features (``0 .. c_j - 1``), whose
+        kernels multiply the continuous one.  A query is then a row
+        ``[continuous scaled coordinates, log-kernel row]``: the log-kernel
+        row holds ``log L_j(a_j, b)`` for every category ``b`` of every
+        categorical feature ``j`` (``sum_j c_j`` entries), so that the log of
+        the discrete product kernel between a query and a training point is
+        the dot product of that row with the point's one-hot codes.
+    code_rows : ndarray of shape (n_samples, sum_j c_j), default=None
+        The log-kernel rows of the training points themselves (what the
+        leave-one-out sums query).
+    n_categories : sequence of int, default=None
+        ``c_j`` per categorical feature.
 
     Attributes
     ----------
@@ -55,6 +68,8 @@ class TrainSet:
         the identity.
     sq_norms : ndarray of shape (n_samples,)
         Squared norms of the centred inputs.
+    onehot : ndarray of shape (n_samples, sum_j c_j) or None
+        One-hot category codes (stored order); None without categorical features.
     trees : list of GroupTree
         One per group with a row of positive weight; empty for brute force.
     """
@@ -67,6 +82,9 @@ class TrainSet:
         groups: np.ndarray | None = None,
         algorithm: str = "brute",
         leaf_size: int = 40,
+        codes: np.ndarray | None = None,
+        code_rows: np.ndarray | None = None,
+        n_categories=None,
     ) -> None:
         X = np.asarray(X, dtype=np.float64)
         n = len(X)
@@ -88,6 +106,7 @@ class TrainSet:
         self.values = values.reshape(n, -1)[order]
         self.sq_norms = np.einsum("ij,ij->i", self.X, self.X)
         self.max_sq_norm = float(self.sq_norms.max()) if n else 0.0
+        self._set_discrete(codes, code_rows, n_categories, order)
         self.trees = []
         if algorithm != "brute":
             bounds = self._bounds(n)
@@ -95,6 +114,34 @@ class TrainSet:
                 rows = np.arange(lo, hi)[np.isfinite(self.log_w[lo:hi])]
                 if len(rows):
                     self.trees.append(GroupTree(self.X, rows, algorithm, leaf_size))
+
+    def _set_discrete(self, codes, code_rows, n_categories, order) -> None:
+        self.d = self.X.shape[1]
+        self.onehot = self.codes = self.code_rows = None
+        self.query_center = self.center
+        if codes is None:
+            return
+        n_categories = np.asarray(n_categories, dtype=np.intp)
+        self.offsets = np.concatenate([[0], np.cumsum(n_categories)[:-1]]).astype(np.intp)
+        self.codes = np.asarray(codes, dtype=np.intp)[order]
+        self.code_rows = np.ascontiguousarray(np.asarray(code_rows, dtype=np.float64)[order])
+        self.onehot = np.zeros((len(order), int(n_categories.sum())))
+        for j, offset in enumerate(self.offsets):
+            self.onehot[np.arange(len(order)), offset + self.codes[:, j]] = 1.0
+        self.query_center = np.concatenate([self.center, np.zeros(self.onehot.shape[1])])
+
+    def queries(self, rows=None) -> np.ndarray:
+        """The stored training rows ``rows`` (all if None) as queries (centred)."""
+        X = self.X if rows is None else self.X[rows]
+        if self.codes is None:
+            return X
+        return np.hstack([X, self.code_rows if rows is None else self.code_rows[rows]])
+
+    def split(self, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """A query block's continuous coordinates and its log-kernel rows (None without)."""
+        if self.codes is None:
+            return Q, None
+        return Q[:, : self.d], Q[:, self.d :]
 
     def _bounds(self, n: int) -> np.ndarray:
         return np.append(self.starts, n)
@@ -138,6 +185,7 @@ class TrainSet:
         new.__dict__.update(self.__dict__)
         new.X = np.ascontiguousarray(self.X / factors)
         new.center = np.zeros(self.X.shape[1])
+        new.query_center = np.zeros(len(self.query_center))
         new.sq_norms = np.einsum("ij,ij->i", new.X, new.X)
         new.max_sq_norm = float(new.sq_norms.max()) if len(new.X) else 0.0
         new.trees = []

@@ -45,7 +45,7 @@ def log_margin(log_w: np.ndarray, rtol: float) -> float:
         return float(np.log(rtol) + positive.min() - logsumexp(positive))
 
 
-def radius(d_nn, kernel: Kernel, margin: float, factor: float = 1.0) -> np.ndarray:
+def radius(d_nn, kernel: Kernel, margin, factor: float = 1.0) -> np.ndarray:
     """Search radius per query at bandwidth ``factor`` times the tree's, from ``d_nn``.
 
     ``d_nn`` is each query's distance to its nearest point of the tree (inf
@@ -54,11 +54,13 @@ def radius(d_nn, kernel: Kernel, margin: float, factor: float = 1.0) -> np.ndarr
     """
     if kernel.compact:
         return np.full(len(d_nn), factor * kernel.support)
-    if margin == -np.inf:  # rtol = 0: every point
+    every = np.broadcast_to(margin == -np.inf, d_nn.shape)  # rtol = 0: every point
+    if every.all():
         return np.full(len(d_nn), np.inf)
     s_nn = np.where(np.isfinite(d_nn), d_nn / factor, 0.0) ** 2
-    level = kernel.log_profile(s_nn) + margin
+    level = kernel.log_profile(s_nn) + np.where(every, 0.0, margin)
     r = factor * np.sqrt(kernel.log_profile_inverse(level))
+    r[every] = np.inf
     # Far from every point (s_nn >> |margin|) the margin is lost to rounding
     # and the radius is d_nn itself, which query_radius may round below the
     # nearest point's distance: always reach a hair past the nearest point.
@@ -88,6 +90,11 @@ class Neighbours:
     """
 
     def __init__(self, Q, train, kernel, tree_margins, factors, exclude=None):
+        Q, A = train.split(Q)
+        if A is not None and not kernel.compact:
+            # Discrete kernels <= 1 scale the excluded mass by at most their largest
+            # value and the nearest point's term by at least their smallest.
+            tree_margins = [margin + discrete_spread(A, train) for margin in tree_margins]
         self.kernel, self.margins, self.m = kernel, tree_margins, len(Q)
         widest = float(np.max(factors))
         need_nn = not kernel.compact
@@ -122,6 +129,23 @@ class Neighbours:
         return self.row[keep], self.col[keep], self.s[keep] / (factor * factor)
 
 
+def discrete_spread(A: np.ndarray, train) -> np.ndarray:
+    """Per query, ``log`` of the smallest over the largest discrete kernel product (<= 0)."""
+    bounds = np.append(train.offsets, A.shape[1])
+    spread = np.zeros(len(A))
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        spread += A[:, lo:hi].min(axis=1) - A[:, lo:hi].max(axis=1)
+    return spread
+
+
+def discrete_entries(A: np.ndarray, train, row: np.ndarray, col: np.ndarray) -> np.ndarray:
+    """``log`` of the discrete kernels' product at COO entries (see ``discrete_block``)."""
+    D = np.zeros(len(row))
+    for j, offset in enumerate(train.offsets):
+        D += A[row, offset + train.codes[col, j]]
+    return D
+
+
 def nearest_entries(Q, train, exclude=None):
     """``(row, col)`` of each query's nearest stored point(s) of positive weight (ties: all).
 
@@ -152,7 +176,10 @@ def log_kernel_entries(Q, train, kernel, row, col, s, fallback, exclude=None):
     ``fallback="nearest"``.
     """
     m = len(Q)
+    Q, A = train.split(Q)
     b = kernel.log_profile(s)
+    if A is not None:
+        b += discrete_entries(A, train, row, col)
     shift = np.full(m, -np.inf)
     np.maximum.at(shift, row, b)
     empty = np.flatnonzero(~np.isfinite(shift))
@@ -160,9 +187,15 @@ def log_kernel_entries(Q, train, kernel, row, col, s, fallback, exclude=None):
     b -= shift[row]
     if empty.size and fallback == "nearest":
         e_row, e_col = nearest_entries(Q[empty], train, None if exclude is None else exclude[empty])
+        e_b = np.zeros(len(e_col))
+        if A is not None:  # the nearest point(s), weighted by their discrete kernels
+            e_b = discrete_entries(A[empty], train, e_row, e_col)
+            top = np.full(len(empty), -np.inf)
+            np.maximum.at(top, e_row, e_b)
+            e_b -= top[e_row]
         row = np.concatenate([row, empty[e_row]])
         col = np.concatenate([col, e_col])
-        b = np.concatenate([b, np.zeros(len(e_col))])
+        b = np.concatenate([b, e_b])
         s = np.concatenate([s, np.zeros(len(e_col))])
     return row, col, b, shift, s
 

@@ -1,0 +1,245 @@
+"""Categorical and ordered features: which they are, their codes, their kernel rows.
+
+The estimator side of mixed data.  At fit, :func:`resolve` finds the
+categorical features (``categorical_features`` / ``ordered_features``, or the
+pandas dtypes), and :class:`Categories` learns each one's categories and
+turns columns of labels into codes.  The engine then sees, per query, the
+continuous scaled coordinates followed by the *log-kernel rows*
+``log L_j(a_j, b; lambda_j)`` for every category ``b`` of every categorical
+feature ``j``: the log of the discrete product kernel between a query and a
+training point is the dot product of that row with the point's one-hot codes
+(dot-product attention on one-hot codes).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._kernels import DiscreteKernel, get_discrete_kernel
+
+__all__ = ["Categories", "resolve"]
+
+_FORMS = (
+    '"from_dtype", None, a boolean mask of shape (n_features,), integer indices '
+    "or feature names"
+)
+
+
+def _pandas_dtypes(X) -> list | None:
+    dtypes = getattr(X, "dtypes", None)
+    return None if dtypes is None or not hasattr(X, "columns") else list(dtypes)
+
+
+def _is_categorical_dtype(dtype) -> bool:
+    return getattr(dtype, "name", None) == "category"
+
+
+def _mask(spec, X, name: str, from_dtype) -> np.ndarray:
+    """Boolean mask of shape (n_features,) from one of the accepted forms."""
+    d = X.shape[1]
+    if spec is None:
+        return np.zeros(d, bool)
+    if isinstance(spec, str) and spec == "from_dtype":
+        dtypes = _pandas_dtypes(X)
+        return np.zeros(d, bool) if dtypes is None else np.array([from_dtype(t) for t in dtypes])
+    spec = np.asarray(spec)
+    if spec.ndim == 1 and spec.size == 0:
+        return np.zeros(d, bool)
+    if spec.ndim == 1 and spec.dtype.kind == "b":
+        if spec.shape != (d,):
+            raise ValueError(f"{name} as a boolean mask must have shape ({d},); got {spec.shape}.")
+        return spec.copy()
+    mask = np.zeros(d, bool)
+    if spec.ndim == 1 and spec.dtype.kind in "iu":
+        if spec.size and not (spec.min() >= -d and spec.max() < d):
+            raise ValueError(f"{name} holds an index outside [0, {d}); got {spec.tolist()}.")
+        mask[spec] = True
+        return mask
+    if spec.ndim == 1 and spec.dtype.kind in "UO" and all(isinstance(s, str) for s in spec):
+        columns = getattr(X, "columns", None)
+        if columns is None:
+            raise ValueError(f"{name} names features, but X has no feature names (not a DataFrame).")
+        names = [str(c) for c in columns]
+        for s in spec:
+            if s not in names:
+                raise ValueError(f"{name} names {s!r}, which is not a feature of X; got {names}.")
+            mask[names.index(s)] = True
+        return mask
+    raise ValueError(f"{name} must be {_FORMS}; got {spec!r}.")
+
+
+def resolve(est, X) -> Categories | None:
+    """Return the unfitted :class:`Categories` of ``X`` for ``est``'s parameters, or None."""
+    if not hasattr(X, "shape") or len(getattr(X, "shape", ())) != 2:
+        X = np.asarray(X, dtype=object)
+        if X.ndim != 2:
+            return None  # validate_data raises its own error on such input
+    ordered = _mask(
+        est.ordered_features, X, "ordered_features",
+        lambda t: _is_categorical_dtype(t) and bool(t.ordered),
+    )  # fmt: skip
+    categorical = _mask(est.categorical_features, X, "categorical_features", _is_categorical_dtype)
+    categorical |= ordered
+    if not categorical.any():
+        return None
+    kernels = {
+        False: get_discrete_kernel(est.categorical_kernel, False),
+        True: get_discrete_kernel(est.ordered_kernel, True),
+    }
+    return Categories(categorical, ordered, kernels)
+
+
+def _missing(values: np.ndarray) -> np.ndarray:
+    if values.dtype.kind == "f":
+        return np.isnan(values)
+    if values.dtype.kind != "O":
+        return np.zeros(len(values), bool)
+    return np.array([v is None or (isinstance(v, float) and v != v) for v in values], bool)
+
+
+class Categories:
+    """The categorical features of a fitted estimator.
+
+    Attributes
+    ----------
+    mask, ordered : ndarray of bool of shape (n_features,)
+        Which features are categorical, and which of them are ordered.
+    categories : list of ndarray
+        Per categorical feature (in feature order), its categories in code
+        order: the pandas-declared categories, or the sorted labels seen at fit.
+    kernels : list of DiscreteKernel
+        Per categorical feature.
+    codes : ndarray of int of shape (n_samples, n_categorical)
+        The training rows' codes (set by :meth:`fit`).
+    """
+
+    def __init__(self, mask: np.ndarray, ordered: np.ndarray, kernels: dict):
+        self.mask, self.ordered = mask, ordered
+        self.kernels: list[DiscreteKernel] = [kernels[bool(o)] for o in ordered[mask]]
+        self.columns = np.flatnonzero(mask)
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """Number of categories ``c_j`` per categorical feature."""
+        return np.array([len(c) for c in self.categories], dtype=np.intp)
+
+    def fit(self, X_in, Xv: np.ndarray) -> np.ndarray:
+        """Learn the categories; return ``Xv`` as floats, categorical columns as codes."""
+        self.categories, self.declared = [], []
+        for j in self.columns:
+            column = self._column(X_in, Xv, j)
+            dtype = _pandas_dtypes(X_in)[j] if _pandas_dtypes(X_in) is not None else None
+            if _is_categorical_dtype(dtype):
+                self.categories.append(np.asarray(dtype.categories))
+                self.declared.append(True)
+            else:
+                try:
+                    self.categories.append(np.unique(column))
+                except TypeError as error:
+                    raise ValueError(
+                        f"The categories of feature {j} cannot be sorted ({error}); give the "
+                        "column one type, or a pandas categorical dtype."
+                    ) from None
+                self.declared.append(False)
+        X = self.encode(X_in, Xv, fit=True)
+        self.codes = X[:, self.columns].astype(np.intp)
+        return X
+
+    def _column(self, X_in, Xv, j) -> np.ndarray:
+        column = Xv[:, j]
+        if _missing(column).any():
+            raise ValueError(
+                f"Categorical feature {j} holds missing values (NaN or None); encode "
+                "them as a category of their own, or drop those rows."
+            )
+        return column
+
+    def encode(self, X_in, Xv: np.ndarray, fit: bool = False) -> np.ndarray:
+        """Floats of shape (n, n_features): continuous columns as given, categorical as codes.
+
+        A category unseen at fit gets code -1 (unordered: it matches no
+        training category), or for an ordered feature whose categories are
+        sorted labels, the position halfway between its sorted neighbours.
+        """
+        X = np.empty(Xv.shape)
+        continuous = np.flatnonzero(~self.mask)
+        if continuous.size:
+            X[:, continuous] = _floats(Xv[:, continuous])
+        for t, j in enumerate(self.columns):
+            X[:, j] = self._codes(self._column(X_in, Xv, j), t, j)
+        return X
+
+    def _codes(self, column: np.ndarray, t: int, j: int) -> np.ndarray:
+        categories = self.categories[t]
+        if self.declared[t]:
+            index = {v: i for i, v in enumerate(categories.tolist())}
+            codes = np.array([index.get(v, -1) for v in column.tolist()], dtype=np.float64)
+        else:
+            column = column.astype(categories.dtype) if categories.dtype.kind != "O" else column
+            pos = np.searchsorted(categories, column)
+            found = np.take(categories, np.minimum(pos, len(categories) - 1)) == column
+            codes = np.where(found, pos, -1).astype(np.float64)
+            if self.ordered[j]:
+                codes = np.where(found, pos, pos - 0.5)
+        if self.ordered[j] and self.declared[t] and (codes < 0).any():
+            unseen = column[np.flatnonzero(codes < 0)[0]]
+            raise ValueError(
+                f"Ordered feature {j} has the value {unseen!r}, not among the categories of its "
+                "declared order at fit, so its position in the order is unknown."
+            )
+        return codes
+
+    def log_rows(self, codes: np.ndarray, lambdas: np.ndarray) -> np.ndarray:
+        """The log-kernel rows (m, sum_j c_j) of queries with codes (m, n_categorical)."""
+        return np.hstack([
+            kernel.log_value(lam, c, self.distances(codes[:, t], t))
+            for t, (kernel, lam, c) in enumerate(zip(self.kernels, lambdas, self.sizes, strict=True))
+        ])  # fmt: skip
+
+    def dlog_rows(self, codes: np.ndarray, lambdas: np.ndarray) -> list[np.ndarray]:
+        """Per categorical feature, ``d log L / d lambda`` rows (m, c_j)."""
+        return [
+            kernel.dlog_dlambda(lam, c, self.distances(codes[:, t], t))
+            for t, (kernel, lam, c) in enumerate(zip(self.kernels, lambdas, self.sizes, strict=True))
+        ]  # fmt: skip
+
+    def distances(self, codes: np.ndarray, t: int) -> np.ndarray:
+        """``|a - b|`` (ordered) or ``[a != b]`` (unordered) against every category b."""
+        b = np.arange(self.sizes[t])
+        if self.kernels[t].ordered:
+            return np.abs(codes[:, None] - b)
+        return (codes[:, None] != b).astype(np.float64)
+
+    def max_lambdas(self) -> np.ndarray:
+        return np.array([k.max_lambda(c) for k, c in zip(self.kernels, self.sizes, strict=True)])
+
+    def default_lambdas(self, n: float, n_continuous: int) -> np.ndarray:
+        """``lambda_max n^(-2 / (q + 4))`` (``q`` continuous features): Li and Racine's rate."""
+        return self.max_lambdas() * float(n) ** (-2.0 / (n_continuous + 4))
+
+    def check_lambdas(self, lambdas: np.ndarray) -> None:
+        """Raise a ValueError naming the feature when a lambda is outside its kernel's range."""
+        for t, (kernel, lam, top) in enumerate(
+            zip(self.kernels, lambdas, self.max_lambdas(), strict=True)
+        ):
+            inside = 0 <= lam <= top if kernel.max_closed else 0 <= lam < top
+            if not inside:
+                interval = f"[0, {top:.6g}{']' if kernel.max_closed else ')'}"
+                raise ValueError(
+                    f"bandwidth of categorical feature {self.columns[t]} is the lambda of the "
+                    f"{kernel.name} kernel, which must lie in {interval} "
+                    f"({self.sizes[t]} categories); got {lam!r}."
+                )
+
+
+def _floats(block: np.ndarray) -> np.ndarray:
+    try:
+        X = np.asarray(block, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise ValueError(
+            f"A continuous feature holds non-numeric values ({error}); declare such columns "
+            "in categorical_features (or give them a pandas categorical dtype)."
+        ) from None
+    if not np.isfinite(X).all():
+        raise ValueError("Input X contains NaN or infinity in a continuous feature.")
+    return X
