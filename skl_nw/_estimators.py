@@ -8,7 +8,6 @@ from scipy.special import logsumexp
 from sklearn.base import ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import validate_data
 
 from . import _binning, _engine
 from ._base import _NWBase, check_weights, rule_of_thumb
