@@ -158,8 +158,8 @@ def test_pandas_categories_and_strings():
     order = np.argsort(["red", "green", "blue"])  # string categories are sorted
     assert order.size == 3 and np.isfinite(codes).all()
     # A search over user-given candidates, lambdas included.
-    given = BandwidthSearchCV(NadarayaWatsonRegressor(),
-                              bandwidths=[[0.3, 0.0, 0.2], [0.3, 0.5, 0.2]]).fit(frame, y)  # fmt: skip
+    candidates = [[0.3, 0.0, 0.2], [0.3, 0.5, 0.2]]
+    given = BandwidthSearchCV(NadarayaWatsonRegressor(), bandwidths=candidates).fit(frame, y)
     assert len(given.cv_results_["mean_test_score"]) == 2
 
 

@@ -223,7 +223,7 @@ def _dlog(kernel: Kernel, s: np.ndarray) -> np.ndarray:
 
 
 def _grouped_slope_sums(plan: _Plan, Qc: np.ndarray, own):
-    """Grouped sums for ``log K = c s``, or None if some group's sum underflowed.
+    """Return grouped sums for ``log K = c s``, or None if a group's sum underflowed.
 
     ``log K`` is largest at each group's nearest point for every factor, so
     the distances minus that nearest one (per row and group) give terms
