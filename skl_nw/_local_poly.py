@@ -9,7 +9,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import RegressorMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from . import _engine
 from ._base import _NWBase
@@ -170,7 +170,8 @@ class LocalLeaveOneOut:
         Z, Y = self.Z / factors, self.targets
         k, dmom, mom = Y.shape[1], self._dmom, self._mom
         sums = _engine.kernel_sums(
-            Z[rows], train, self.kernel, values=dmom.values(Z, Y), powers=(1, "ds"),
+            train.queries(train.inverse_rows(rows)), train, self.kernel,
+            values=dmom.values(Z, Y), powers=(1, "ds"),
             exclude=rows, options=_engine.Options(rtol=self.rtol),
         )  # fmt: skip
         q = Z[rows]
@@ -233,6 +234,36 @@ default="scott"
         query's search radius is at most ``rtol`` times the mass inside.
     n_jobs : int, default=None
         Threads over chunks of queries at predict.
+    categorical_features : "from_dtype", array-like of bool, int or str, or None, \
+default="from_dtype"
+        Features smoothed by a discrete kernel with a bandwidth ``lambda``
+        instead of a continuous one: a boolean mask of shape (n_features,),
+        integer indices, or feature names; "from_dtype" takes the pandas
+        ``category`` columns of a DataFrame (numpy input stays continuous);
+        None makes every feature continuous.  Their labels may be any hashable
+        values (ints, strings, pandas categories); a category unseen at fit
+        matches no training category; a missing value (NaN, None) is an error.
+    ordered_features : "from_dtype", array-like of bool, int or str, or None, \
+default="from_dtype"
+        The categorical features whose categories are ordered, compared by
+        the distance between their positions in the order (the sorted labels,
+        or the pandas-declared order); same forms, "from_dtype" taking the
+        ordered pandas categoricals.  A feature named here is categorical
+        whether or not ``categorical_features`` names it.
+    categorical_kernel : {"aitchison_aitken", "li_racine"}, default="aitchison_aitken"
+        Kernel of the unordered categorical features: Aitchison–Aitken,
+        ``1 - lambda`` for equal categories and ``lambda / (c - 1)`` otherwise
+        (``c`` categories, ``0 <= lambda <= (c - 1) / c``), or Li–Racine, 1 and
+        ``lambda`` (``0 <= lambda <= 1``).
+    ordered_kernel : {"wang_van_ryzin", "li_racine"}, default="wang_van_ryzin"
+        Kernel of the ordered features: Wang–van Ryzin, ``1 - lambda`` for
+        equal categories and ``(1 - lambda) / 2 * lambda^|a - b|`` otherwise
+        (``0 <= lambda < 1``), or Li–Racine, ``lambda^|a - b|``
+        (``0 <= lambda <= 1``).  ``lambda = 0`` smooths nothing (only the
+        query's own category counts); the largest ``lambda`` of the
+        Aitchison–Aitken and Li–Racine kernels ignores the feature.
+        Categorical features enter through the weights only: the local
+        polynomial is in the continuous features.
 
     Attributes
     ----------
@@ -241,6 +272,14 @@ default="scott"
     tree_ : KDTree, BallTree or None
         The tree over the bandwidth-scaled (centred) training inputs, in its
         own leaf order, or None on the brute-force path.
+    is_categorical_ : ndarray of bool of shape (n_features,)
+        Which features are categorical.
+    is_ordered_ : ndarray of bool of shape (n_features,)
+        Which categorical features are ordered.
+    categories_ : list of ndarray
+        The categories of each categorical feature, in feature order and in
+        code order (the pandas-declared categories, or the sorted labels seen
+        at fit).
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -308,6 +347,10 @@ default="scott"
         leaf_size: int = 40,
         rtol: float = 1e-16,
         n_jobs: int | None = None,
+        categorical_features="from_dtype",
+        ordered_features="from_dtype",
+        categorical_kernel: str = "aitchison_aitken",
+        ordered_kernel: str = "wang_van_ryzin",
     ) -> None:
         self.bandwidth = bandwidth
         self.kernel = kernel
@@ -316,6 +359,10 @@ default="scott"
         self.leaf_size = leaf_size
         self.rtol = rtol
         self.n_jobs = n_jobs
+        self.categorical_features = categorical_features
+        self.ordered_features = ordered_features
+        self.categorical_kernel = categorical_kernel
+        self.ordered_kernel = ordered_kernel
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None):
@@ -336,7 +383,7 @@ default="scott"
         self : LocalPolynomialRegressor
             The fitted estimator.
         """
-        X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=np.float64)
+        X, y = self._validate_fit(X, y, multi_output=True, y_numeric=True)
         Xs, w = self._fit_inputs(X, sample_weight)
         self._build(Xs, w, y.reshape(len(y), -1))
         self._y_1d = y.ndim == 1
@@ -352,12 +399,12 @@ default="scott"
             sums = _engine.kernel_sums(
                 Q[block], train, self._kernel, values=V, powers=powers, options=self._options()
             )
-            yield block, Q[block] - train.center, sums
+            yield block, Q[block, : train.d] - train.center, sums
 
     def _coefficients(self, X: ArrayLike) -> np.ndarray:
         """Local coefficients about each query, scaled units: (m, P, k)."""
         Q = self._queries(X)
-        d, k = self.n_features_in_, self._train.values.shape[1]
+        d, k = self._train.d, self._train.values.shape[1]
         # No local problem of more coefficients than training points is well-posed.
         degree = usable_degree(self.degree, d, int(np.isfinite(self._train.log_w).sum()))
         mom = _Moments(d, 2 * degree, degree)
@@ -401,11 +448,13 @@ default="scott"
         Returns
         -------
         ndarray of shape (n_queries, n_features) or (n_queries, n_targets, n_features)
-            The gradient per query (and per target, for 2-D targets).
+            The gradient per query (and per target, for 2-D targets).  With
+            categorical features, one column per continuous feature only (in
+            feature order): a category has no derivative.
         """
-        d = self.n_features_in_
+        d = self._train.d
         if self.degree >= 1:
-            grad = np.swapaxes(self._coefficients(X)[:, 1 : d + 1], 1, 2) / self.bandwidth_
+            grad = np.swapaxes(self._coefficients(X)[:, 1 : d + 1], 1, 2) / self._continuous_h()
         else:
             grad = self._nw_gradient(X)
         return grad[:, 0] if self._y_1d else grad
@@ -413,7 +462,7 @@ default="scott"
     def _nw_gradient(self, X: ArrayLike) -> np.ndarray:
         """``d/dq_j`` of the NW ratio with ``dK/dq_j = dK/ds * (-2 (z_j - q_j))``: (m, k, d)."""
         Q = self._queries(X)
-        d, k = self.n_features_in_, self._train.values.shape[1]
+        d, k = self._train.d, self._train.values.shape[1]
         mom = _Moments(d, 1, 1)
         parts = []
         for _, q, sums in self._local(Q, mom, powers=(1, "ds")):
@@ -423,7 +472,10 @@ default="scott"
             dq = -2.0 * (Bd[:, 1:] - Md[:, 1:, None] * mean[:, None, :])  # (m, d, k)
             parts.append(np.swapaxes(dq, 1, 2))
         grad = np.concatenate(parts) if parts else np.empty((0, k, d))
-        return grad / self.bandwidth_
+        return grad / self._continuous_h()
+
+    def _continuous_h(self) -> np.ndarray:
+        return self.bandwidth_[~self.is_categorical_]
 
     def _leave_one_out(self) -> LocalLeaveOneOut:
         """Return what BandwidthSearchCV needs (see :class:`skl_nw._engine.LeaveOneOut`)."""

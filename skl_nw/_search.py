@@ -85,6 +85,13 @@ class BandwidthSearchCV(_Delegation, _Plumbing, MetaEstimatorMixin, BaseEstimato
         Grid candidates: a list of positive scalars or of per-feature arrays.
         None uses 40 log-spaced multiples, 2^(k/4) from 0.022 to 19, of the per-feature
         rule of thumb (the estimator's "scott" / "silverman", else "scott").
+        With categorical features (the estimator's ``categorical_features``),
+        a candidate holds a ``lambda`` at each categorical feature's position,
+        and None crosses the multiples of the continuous rule of thumb with the
+        lambdas 0, 0.05, 0.1, 0.2, 0.4, 0.7 and 1 times each feature's largest
+        (0.95 for the Wang–van Ryzin kernel, whose largest is excluded): for
+        ``cv="loo"`` every lambda vector of the grid is scored from one pass
+        (the sums per cell of categories do not depend on lambda).
     cv : "loo", int, cross-validation generator or iterable, default="loo"
         "loo" scores the closed-form leave-one-out predictions; anything else
         is passed to GridSearchCV (``None`` is its 5-fold default).  Only
@@ -107,7 +114,9 @@ class BandwidthSearchCV(_Delegation, _Plumbing, MetaEstimatorMixin, BaseEstimato
         ``cv="loo"`` and take no ``scoring``.
     per_feature : bool, default=True
         For ``method="sgd"``: learn one bandwidth per feature (True) or one
-        common multiple of the rule of thumb (False).
+        common multiple of the rule of thumb (False).  The lambda of each
+        categorical feature is always learnt on its own, through
+        ``lambda = lambda_max sigmoid(theta)`` (an unconstrained transform).
     max_iter : int, default=200
         Maximum number of SGD epochs (passes over the training rows).
     learning_rate : float, default=0.05
@@ -585,6 +594,11 @@ class BandwidthSearchCV(_Delegation, _Plumbing, MetaEstimatorMixin, BaseEstimato
         cats, _ = _search_mixed.categories(self.estimator, Xu)
         shared = np.zeros(d, np.intp) if cats is None else np.cumsum(cats.mask)
         tie = np.arange(d) if self.per_feature else shared
+        if cats is not None and not _search_mixed.takes_lambdas(loo):
+            raise ValueError(
+                f"method='sgd' does not learn the lambdas of {type(self.estimator).__name__}'s "
+                "categorical features; use method='grid', which scores a grid of them."
+            )
         to_bandwidth = getattr(loo, "bandwidth_at", lambda t: h0 * np.exp(t))
         theta = np.zeros(tie.max() + 1)  # log(h / h0), or lambda's transform
         m1, m2 = np.zeros_like(theta), np.zeros_like(theta)

@@ -84,10 +84,33 @@ def candidates(cats, base: np.ndarray, factors: np.ndarray) -> tuple[list, np.nd
 def grid_scores(search, Xu, yu, wu, base, factors, grid, score) -> np.ndarray:
     """Scores of every (lambda, factor) candidate, lambda-major, from one pass."""
     est = clone(search.estimator).set_params(bandwidth=base).fit(Xu, yu, wu)
-    P = est._leave_one_out().predictions(factors, n_jobs=search.n_jobs, lambdas=grid)
+    loo = est._leave_one_out()
+    if takes_lambdas(loo):  # every lambda from one pass over the cells
+        P = loo.predictions(factors, n_jobs=search.n_jobs, lambdas=grid)
+    else:  # one pass per lambda vector
+        P = np.stack([
+            clone(est).set_params(bandwidth=_with(base, cats_mask(est), lam)).fit(Xu, yu, wu)
+            ._leave_one_out().predictions(factors, n_jobs=search.n_jobs)
+            for lam in grid
+        ])  # fmt: skip
     if search.scoring is None and not is_classifier(est):
         # The default score of every candidate at once (as _score computes it).
         Y = np.asarray(yu, dtype=np.float64).reshape(len(yu), -1)
         mse = np.einsum("lfnk,n->lf", (P - Y) ** 2, wu / wu.sum()) / Y.shape[1]
         return np.where(np.isnan(mse), -np.inf, -mse).ravel(), est
     return np.array([score(est, P_lf, yu, wu) for P_l in P for P_lf in P_l]), est
+
+
+def takes_lambdas(loo) -> bool:
+    """Whether a leave-one-out object scores many lambdas at once and maps SGD's theta."""
+    return hasattr(loo, "bandwidth_at")
+
+
+def cats_mask(est) -> np.ndarray:
+    return est.is_categorical_
+
+
+def _with(base: np.ndarray, mask: np.ndarray, lambdas: np.ndarray) -> np.ndarray:
+    h = base.copy()
+    h[mask] = lambdas
+    return h
