@@ -117,10 +117,12 @@ class _SmootherInferenceMixin:
             of ``predict(X, return_std=True)``.  "bootstrap": wild bootstrap of
             the residuals at the training points with the bandwidth held
             fixed; the interval is ``m_hat(q)`` plus the percentiles of the
-            bootstrap deviations ``sum_i alpha_i(q) v_i e_i`` (the bootstrap
-            fits recentred on the fit, so that, like the normal interval, it
-            targets the smoothed curve).  The smoother is linear in ``y``: all
-            bootstrap fits are one pooling of ``n_boot`` value columns.
+            bootstrap deviations ``sum_i l_i(q) v_i e_i`` (the bootstrap fits
+            recentred on the fit, so that, like the normal interval, it
+            targets the smoothed curve; ``l_i(q)`` are the smoother's weights:
+            the attention weights, or a local polynomial's equivalent kernel).
+            The smoother is linear in ``y``: all bootstrap fits are one
+            pooling of ``n_boot`` value columns.
         n_boot : int, default=399
             Bootstrap replications (``method="bootstrap"``).
         random_state : int, RandomState instance or None, default=None
@@ -145,6 +147,14 @@ class _SmootherInferenceMixin:
         >>> reg = NadarayaWatsonRegressor(bandwidth=0.1).fit(X, y)
         >>> reg.predict_interval([[0.5]]).round(2)
         array([[0.48, 0.54]])
+
+        A local linear fit is unbiased for this line, also at the boundary:
+
+        >>> from skl_nw import LocalPolynomialRegressor
+        >>> lin = LocalPolynomialRegressor(bandwidth=0.1).fit(X, y)
+        >>> lin.predict_interval([[0.0], [0.5]], method="bootstrap", random_state=0).round(2)
+        array([[-0.03,  0.05],
+               [ 0.49,  0.53]])
         """
         _check_interval_args(alpha, method, n_boot, multipliers)
         Q = self._queries(X)
