@@ -200,6 +200,24 @@ def gram_index(d: int, degree: int) -> np.ndarray:
     return position(d, 2 * degree, total.reshape(-1, d)).reshape(len(exps), len(exps))
 
 
+def _floored_solve(R: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which ``R`` (m, r, r) have no eigenvalue below ``EIGEN_FLOOR``, and ``R^-1 rhs`` for them.
+
+    ``R - EIGEN_FLOOR I`` has a Cholesky factor exactly when every eigenvalue
+    of ``R`` is above the floor: one batched factorisation checks the usual
+    case (every problem well-posed) and a batched LU solve follows; only a
+    batch with a degenerate problem pays for the eigendecomposition.
+    """
+    try:
+        np.linalg.cholesky(R - EIGEN_FLOOR * np.eye(R.shape[1]))
+    except np.linalg.LinAlgError:
+        lam, V = np.linalg.eigh(R)
+        ok = lam[:, 0] >= EIGEN_FLOOR
+        V, lam = V[ok], lam[ok]
+        return ok, (V / lam[:, None, :]) @ (np.swapaxes(V, 1, 2) @ rhs[ok])
+    return np.ones(len(R), dtype=bool), np.linalg.solve(R, rhs)
+
+
 def solve(G: np.ndarray, b: np.ndarray, noise: np.ndarray, sizes: list[int]):
     """Solve the local weighted least-squares problems in the covariance form.
 
@@ -249,15 +267,14 @@ def solve(G: np.ndarray, b: np.ndarray, noise: np.ndarray, sizes: list[int]):
     c_s = np.where(live[:, :, None], c / s[:, :, None], 0.0)
     mu_s = np.where(live, mu / s, 0.0)
     beta, a_psi = np.zeros_like(c), np.zeros_like(mu)
-    todo = np.arange(m)
+    todo, k = np.arange(m), c.shape[2]
     for size in sizes[:0:-1]:  # the highest degree first
         r = size - 1
-        lam, V = np.linalg.eigh(R[np.ix_(todo, np.arange(r), np.arange(r))])
-        ok = lam[:, 0] >= EIGEN_FLOOR
-        rows, V, lam = todo[ok], V[ok], lam[ok]
-        inv = (V / lam[:, None, :]) @ np.swapaxes(V, 1, 2)
-        beta[rows, :r] = (inv @ c_s[rows, :r]) / s[rows, :r, None]
-        a_psi[rows, :r] = -np.einsum("mab,mb->ma", inv, mu_s[rows, :r]) / s[rows, :r]
+        rhs = np.concatenate([c_s[todo, :r], mu_s[todo, :r, None]], axis=2)
+        ok, sol = _floored_solve(R[np.ix_(todo, np.arange(r), np.arange(r))], rhs)
+        rows = todo[ok]
+        beta[rows, :r] = sol[:, :, :k] / s[rows, :r, None]
+        a_psi[rows, :r] = -sol[:, :, k] / s[rows, :r]
         todo = todo[~ok]
     coef = np.empty_like(b)
     coef[:, 1:] = beta
