@@ -71,14 +71,10 @@ def lambda_grid(cats) -> np.ndarray:
 def candidates(cats, base: np.ndarray, factors: np.ndarray) -> tuple[list, np.ndarray]:
     """Return the default candidates (lambda-major) and the lambda grid."""
     grid = lambda_grid(cats)
-    out = []
-    for lam in grid:
-        for factor in factors:
-            h = base.copy()
-            h[~cats.mask] *= factor
-            h[cats.mask] = lam
-            out.append(h)
-    return out, grid
+    H = np.tile(base, (len(grid), len(factors), 1))
+    H[:, :, ~cats.mask] *= np.asarray(factors)[None, :, None]
+    H[:, :, cats.mask] = grid[:, None, :]
+    return list(H.reshape(-1, len(base))), grid
 
 
 def grid_scores(search, Xu, yu, wu, base, factors, grid, score) -> np.ndarray:

@@ -308,6 +308,17 @@ def exp_sums(A, V, *, slope=1.0, offset=None, own=None) -> np.ndarray:
     return weighted_sums(A, V)
 
 
+def exp_into(S: np.ndarray, slope: float, out: np.ndarray) -> np.ndarray:
+    """``out = exp(slope * S)`` for ``slope * S <= 0`` (the compiled exp where present)."""
+    np.multiply(S, slope, out=out)
+    kernels = compiled()
+    if kernels is None or not out.flags.c_contiguous:
+        return np.exp(out, out=out)
+    flat = out.reshape(-1)
+    kernels.exp_nonpositive_array(flat, flat)
+    return out
+
+
 def exp_sums_slopes(Q, train, XT, V, slopes, offset, own, kernel) -> np.ndarray:
     """:func:`exp_sums` of ``slope * |q - x|^2 + offset`` for every slope: (m, n_slopes, k + 1).
 

@@ -226,9 +226,11 @@ def _grouped_slope_sums(plan: _Plan, Qc: np.ndarray, own):
     """Return grouped sums for ``log K = c s``, or None if a group's sum underflowed.
 
     ``log K`` is largest at each group's nearest point for every factor, so
-    the distances minus that nearest one (per row and group) give terms
-    ``<= 0`` whose largest is the point's weight: one exp per factor and
-    power, no maxima of log terms (the general log-space path needs them).
+    the distances minus that nearest one (per row and group) give kernel
+    values ``<= 1``, 1 at that point: one exp per factor and power (or the
+    square of another one's, :func:`_dense.square_chains`), no maxima of log
+    terms (the general log-space path needs them); the weights multiply the
+    value columns.
     """
     train, m = plan.train, len(Qc)
     S = _dense.sq_distances(Qc, train, plan.kernel)
@@ -239,17 +241,24 @@ def _grouped_slope_sums(plan: _Plan, Qc: np.ndarray, own):
     found = np.isfinite(nearest)
     sizes = np.diff(np.append(plan.starts, train.n_samples))
     S -= np.repeat(np.where(found, nearest, 0.0), sizes, axis=1)
-    offset = _dense.shifted_log_weights(train.log_w)
+    w = np.exp(_dense.shifted_log_weights(train.log_w))
+    Vw = np.column_stack([plan.V, np.ones(train.n_samples)]) * w[:, None]
     out = plan.empty(m)
-    F, P = plan.shape[:2]
+    P = plan.shape[1]
     bounds = np.append(plan.starts, train.n_samples)
-    for t, c in enumerate(plan.group_slopes):
-        f, p = divmod(t, P)
-        E = np.exp(c * S + offset)
+    slopes = np.array(plan.group_slopes)
+    order, squares = _dense.square_chains(slopes)
+    E = np.empty_like(S)
+    for t, square in zip(order, squares, strict=True):
+        f, p = divmod(int(t), P)
+        if square:
+            np.multiply(E, E, out=E)
+        else:
+            _dense.exp_into(S, slopes[t], E)
         with np.errstate(invalid="ignore"):  # inf * 0 where a group has no point
-            out[1][:, f, p] = np.where(found, c * nearest, -np.inf) + plan.lw_max
+            out[1][:, f, p] = np.where(found, slopes[t] * nearest, -np.inf) + plan.lw_max
         for g, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
-            out[2][:, f, p, g] = _dense.weighted_sums(E[:, lo:hi], plan.V[lo:hi])
+            out[2][:, f, p, g] = E[:, lo:hi] @ Vw[lo:hi]
         if plan.powers[p] == "ds":
             out[2][:, f, p] *= plan.kernel.log_slope
     sums = out[2][:, :, plan.plain, :, -1]
