@@ -13,6 +13,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _engine
 from ._base import _NWBase
+from ._inference import hat_diagonal
 from ._kernels import Kernel
 from ._local_fit import Moments, blocks, exponents, fit_local, npar, position, usable_degree
 from ._local_inference import _LocalInferenceMixin
@@ -35,8 +36,10 @@ class LocalLeaveOneOut:
 
     def __init__(self, train, kernel: Kernel, degree: int, rtol: float):
         d = train.X.shape[1]
+        n_points = int(np.isfinite(train.log_w).sum())
+        self.fit_degree = usable_degree(degree, d, n_points)
         # A refit without one row has one point of positive weight fewer.
-        degree = usable_degree(degree, d, int(np.isfinite(train.log_w).sum()) - 1)
+        degree = usable_degree(degree, d, n_points - 1)
         self.train, self.kernel, self.degree, self.rtol = train, kernel, degree, rtol
         self.targets = train.to_caller(train.values)
         self.Z = train.to_caller(train.X)
@@ -68,6 +71,28 @@ class LocalLeaveOneOut:
             M, B = self._mom.rescale(*self._mom.read(sums, f, 0, k), factor)
             out[f] = fit_local(self._mom, M, B, self.Z / factor, self.degree)[0][:, 0]
         return out
+
+    def fits(self, factors, n_jobs=None) -> tuple[np.ndarray, np.ndarray]:
+        """In-sample fits (F, n, k) and hat diagonal (F, n), per bandwidth multiple.
+
+        ``H_ii = l_i(x_i)``, point ``i``'s equivalent-kernel weight in its own
+        fit: its attention weight ``w_i K(0) L(z_i, z_i) / sum_j w_j K_ij L_ij``
+        times ``e_1 . G^-1 e_1``, the fitted polynomial's value at ``x_i``.
+        """
+        Y, k, degree = self.targets, self.targets.shape[1], self.fit_degree
+        mom = Moments(self.Z.shape[1], 2 * degree, degree)
+        sums = _engine.kernel_sums(
+            None, self.train, self.kernel, values=mom.values(self.Z, Y), factors=factors,
+            options=_engine.Options(rtol=self.rtol, n_jobs=n_jobs),
+        )  # fmt: skip
+        own = hat_diagonal(sums, self.train.to_caller(self.train.self_log_weights()))
+        fitted = np.empty((len(factors), len(Y), k))
+        hat = np.empty((len(factors), len(Y)))
+        for f, factor in enumerate(np.asarray(factors, dtype=float)):
+            M, B = mom.rescale(*mom.read(sums, f, 0, k), factor)
+            coef, a, _, _ = fit_local(mom, M, B, self.Z / factor, degree)
+            fitted[f], hat[f] = coef[:, 0], own[:, f] * a[:, 0]
+        return fitted, hat
 
     def loss_grad(
         self,

@@ -119,3 +119,44 @@ def test_bad_criterion_combinations_raise(rng, make, match):
     X, y = _data(rng, n=20)
     with pytest.raises(ValueError, match=match):
         make().fit(X, (y > 2).astype(int))
+
+
+def _dense_local_linear_hat(X, h, w, lam=None, codes=None):
+    """Hat matrix of Gaussian local-linear regression (rows: l(x_i)), optional AA kernel."""
+    n, d = X.shape
+    H = np.empty((n, n))
+    for i in range(n):
+        T = (X - X[i]) / h
+        k = w * np.exp(-0.5 * (T**2).sum(axis=1))
+        if codes is not None:
+            k = k * np.where(codes == codes[i], 1 - lam, lam / 2)
+        B = np.column_stack([np.ones(n), T])
+        H[i] = np.linalg.solve(B.T @ (k[:, None] * B), (B * k[:, None]).T)[0]
+    return H
+
+
+@pytest.mark.parametrize("mixed", [False, True])
+def test_local_linear_aicc_equals_the_dense_hat_matrix(rng, mixed):
+    # statsmodels' aic_hurvich uses the local-constant trace even for reg_type="ll":
+    # the reference for degree >= 1 is the explicit hat matrix.
+    from skl_nw import LocalPolynomialRegressor
+
+    n = 50
+    X = rng.uniform(0, 1, (n, 2))
+    codes = rng.integers(0, 3, n)
+    y = np.sin(3 * X[:, 0]) + X[:, 1] + 0.3 * codes + rng.normal(0, 0.2, n)
+    w = rng.integers(1, 3, n).astype(float)
+    h = np.array([0.3, 0.4])
+    if mixed:
+        Xf, params, cand = np.column_stack([X, codes]), {"categorical_features": [2]}, [[*h, 0.2]]
+    else:
+        Xf, params, cand = X, {}, [h]
+    search = BandwidthSearchCV(LocalPolynomialRegressor(**params), bandwidths=cand,
+                               criterion="aicc").fit(Xf, y, sample_weight=w)  # fmt: skip
+    H = _dense_local_linear_hat(X, h, w, 0.2 if mixed else None, codes if mixed else None)
+    resid = y - H @ y
+    N = w.sum()
+    sigma2 = np.sum(w * resid**2) / N
+    trace = np.trace(H)  # H_ii holds w_i: a merged row's copies together
+    want = np.log(sigma2) + (1 + trace / N) / (1 - (trace + 2) / N)
+    assert_allclose(-search.best_score_, want, rtol=1e-9)

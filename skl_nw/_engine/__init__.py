@@ -209,7 +209,7 @@ class LeaveOneOut:
         """In-sample fitted values (F, n, k) and hat diagonal (F, n), per bandwidth multiple."""
         sums = kernel_sums(None, self.train, self.kernel, factors=factors, fallback=self.fallback,
                            options=Options(rtol=self.rtol, n_jobs=n_jobs))  # fmt: skip
-        hat = hat_diagonal(sums, self.train.to_caller(self.train.log_w))
+        hat = hat_diagonal(sums, self.train.to_caller(self.train.self_log_weights()))
         return sums.ratios().transpose(1, 0, 2), hat.T
 
     def loss_grad(

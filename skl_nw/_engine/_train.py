@@ -130,6 +130,15 @@ class TrainSet:
             self.onehot[np.arange(len(order)), offset + self.codes[:, j]] = 1.0
         self.query_center = np.concatenate([self.center, np.zeros(self.onehot.shape[1])])
 
+    def self_log_weights(self) -> np.ndarray:
+        """``log`` of each stored point's weight in its own sums: ``log w_i + log L(z_i, z_i)``.
+
+        (``K(0) = 1``; the discrete kernels of a point with itself, when there are any.)
+        """
+        if self.codes is None:
+            return self.log_w
+        return self.log_w + np.einsum("ij,ij->i", self.code_rows, self.onehot)
+
     def queries(self, rows=None) -> np.ndarray:
         """Return the stored training rows ``rows`` (all if None) as queries (centred)."""
         X = self.X if rows is None else self.X[rows]
