@@ -241,6 +241,11 @@ def _grouped_slope_sums(plan: _Plan, Qc: np.ndarray, own):
     found = np.isfinite(nearest)
     sizes = np.diff(np.append(plan.starts, train.n_samples))
     S -= np.repeat(np.where(found, nearest, 0.0), sizes, axis=1)
+    # The row's nearest point of all goes to the shift, so that the log scales of
+    # the groups keep their differences however far the query (log K ~ -1e30).
+    closest = np.min(nearest, axis=1, keepdims=True, initial=np.inf)
+    closest[~np.isfinite(closest)] = 0.0
+    nearest -= closest
     w = np.exp(_dense.shifted_log_weights(train.log_w))
     Vw = np.column_stack([plan.V, np.ones(train.n_samples)]) * w[:, None]
     out = plan.empty(m)
@@ -257,6 +262,7 @@ def _grouped_slope_sums(plan: _Plan, Qc: np.ndarray, own):
             _dense.exp_into(S, slopes[t], E)
         with np.errstate(invalid="ignore"):  # inf * 0 where a group has no point
             out[1][:, f, p] = np.where(found, slopes[t] * nearest, -np.inf) + plan.lw_max
+        out[0][:, f] = plan.kernel.log_slope / plan.factors[f] ** 2 * closest[:, 0]
         for g, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
             out[2][:, f, p, g] = E[:, lo:hi] @ Vw[lo:hi]
         if plan.powers[p] == "ds":
