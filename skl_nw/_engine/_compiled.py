@@ -123,6 +123,45 @@ def exp_sums(A, VT, out):  # pragma: no cover - compiled
 
 
 @numba.njit(nogil=True, cache=True, fastmath=_FAST)
+def exp_sums_coded(A, VT, R, codes, out):  # pragma: no cover - compiled
+    """:func:`exp_sums` of ``A_ij + sum_f R[i, codes[f, j]]`` (discrete kernels by look-up).
+
+    ``R`` holds each query's log-kernel rows and ``codes`` (n_discrete, n)
+    each training point's column in them (category code plus the feature's offset): the
+    dot product of a log-kernel row with a one-hot code, without the one-hot
+    columns in the matrix product.  ``A`` is overwritten.
+    """
+    m, n = A.shape
+    k, J = VT.shape[0], codes.shape[0]
+    e = np.empty(n)
+    for i in range(m):
+        r, x = R[i], A[i]  # A is overwritten, one row at a time
+        for f in range(J):
+            c = codes[f]
+            for j in range(n):
+                x[j] += r[c[j]]
+        den = 0.0
+        if k == 1:
+            num = 0.0
+            for j in range(n):
+                t = _exp_nonpositive(x[j])
+                den += t
+                num += t * VT[0, j]
+            out[i, 0] = num
+        else:
+            for j in range(n):
+                t = _exp_nonpositive(x[j])
+                e[j] = t
+                den += t
+            for o in range(k):
+                num = 0.0
+                for j in range(n):
+                    num += e[j] * VT[o, j]
+                out[i, o] = num
+        out[i, k] = den
+
+
+@numba.njit(nogil=True, cache=True, fastmath=_FAST)
 def exp_nonpositive_array(x, out):  # pragma: no cover - compiled
     """``out = exp(x)`` elementwise with the kernel's polynomial (for the tests)."""
     for j in range(x.size):
@@ -238,3 +277,4 @@ def warm_up() -> None:
     loo_grad(row, col, -0.5, np.ones(1), np.ones((1, 1)), np.ones((1, 1)), np.zeros(1), own,
              np.zeros(1), np.zeros(2))  # fmt: skip
     exp_nonpositive_array(np.zeros(2), np.empty(2))
+    exp_sums_coded(row, row, row, np.zeros((1, 2), np.int64), np.empty((1, 2)))

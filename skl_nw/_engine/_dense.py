@@ -259,8 +259,20 @@ class FoldedKeys:
         self.train, self.slopes, self.values, self.powers = train, slopes, V, powers
         shifted = shifted_log_weights(train.log_w)
         # Discrete kernels fold in as well: a query's log-kernel rows against the
-        # points' one-hot codes (every entry <= 0, so the bound above still holds).
-        extra = [] if train.onehot is None else [train.onehot]
+        # points' one-hot codes (every entry <= 0, so the bound above still holds);
+        # the compiled kernel looks the rows up by code instead (a smaller product).
+        self.codes = None
+        if train.onehot is not None and compiled() is not None and V.shape[1] <= _FUSED_MAX_COLUMNS:
+            # One look-up per pair: the cell (the categories of every feature) of each
+            # point, and per query the log kernel of each cell, unless cells abound.
+            columns = train.codes + train.offsets
+            self.cells, cell_of = np.unique(columns, axis=0, return_inverse=True)
+            if len(self.cells) * 8 > len(columns):
+                self.cells, cell_of = None, columns
+            self.codes = np.ascontiguousarray(cell_of.reshape(len(columns), -1).T, np.int64)
+            self.VT = np.ascontiguousarray(V.T)
+        coded = train.onehot is None or self.codes is not None
+        extra = [] if coded else [train.onehot]
         self.keys = [
             np.column_stack([train.X, c * train.sq_norms + shifted, np.ones(len(V)), *extra])
             for c in slopes
@@ -275,9 +287,17 @@ class FoldedKeys:
             return None
         out = np.empty((len(Q), len(self.slopes), self.values.shape[1] + 1))
         for t, (c, keys) in enumerate(zip(self.slopes, self.keys, strict=True)):
-            extra = [] if A is None else [self.powers[t] * A]  # log L^p = p log L
+            R = None if A is None else self.powers[t] * A  # log L^p = p log L
+            extra = [] if R is None or self.codes is not None else [R]
             queries = np.column_stack([-2.0 * c * Q, np.ones(len(Q)), c * q_sq, *extra])
-            out[:, t] = exp_sums(queries @ keys.T, self.values)
+            if self.codes is not None:
+                if self.cells is not None:  # each cell's log kernel: (m, n_cells)
+                    R = R[:, self.cells].sum(axis=2)
+                G = np.ascontiguousarray(queries @ keys.T)
+                compiled().exp_sums_coded(G, self.VT, np.ascontiguousarray(R), self.codes,
+                                          out[:, t])  # fmt: skip
+            else:
+                out[:, t] = exp_sums(queries @ keys.T, self.values)
         return out
 
 
