@@ -194,8 +194,10 @@ class _NWBase(BaseEstimator):
         return h
 
     def _scale(self, X: np.ndarray, name: str = "X") -> np.ndarray:
-        """The engine's queries: ``X / bandwidth_``, or with categorical features
-        ``[continuous X / h, log-kernel rows]`` (see :mod:`skl_nw._categorical`)."""
+        """Return the engine's queries: ``X / bandwidth_``, or ``[X_cont / h, log-kernel rows]``.
+
+        The second form with categorical features (see :mod:`skl_nw._categorical`).
+        """
         cats = getattr(self, "_categories", None)
         if cats is None:
             return self._divide(X, self.bandwidth_, name)
@@ -237,7 +239,8 @@ class _NWBase(BaseEstimator):
         discrete = {}
         if cats is not None:
             n_cont = int((~cats.mask).sum())
-            discrete = {"codes": cats.codes, "code_rows": Xs[:, n_cont:], "n_categories": cats.sizes}
+            discrete = {"codes": cats.codes, "code_rows": Xs[:, n_cont:],
+                        "n_categories": cats.sizes}  # fmt: skip
             Xs = Xs[:, :n_cont]
         if self.algorithm != "auto":
             self._fit_method = self.algorithm
@@ -290,4 +293,8 @@ class _NWBase(BaseEstimator):
         fallback = getattr(self, "fallback", "nearest")
         if self._fit_method == "binned":
             return _binning.BinnedLeaveOneOut(self._binned, fallback)
-        return _engine.LeaveOneOut(self._train, self._kernel, fallback, self.rtol)
+        loo = _engine.LeaveOneOut(self._train, self._kernel, fallback, self.rtol)
+        cats = getattr(self, "_categories", None)
+        if cats is None:
+            return loo
+        return _engine.MixedLeaveOneOut(loo, cats.kernels, self.bandwidth_, cats.mask)

@@ -20,8 +20,7 @@ from ._kernels import DiscreteKernel, get_discrete_kernel
 __all__ = ["Categories", "resolve"]
 
 _FORMS = (
-    '"from_dtype", None, a boolean mask of shape (n_features,), integer indices '
-    "or feature names"
+    '"from_dtype", None, a boolean mask of shape (n_features,), integer indices or feature names'
 )
 
 
@@ -58,7 +57,9 @@ def _mask(spec, X, name: str, from_dtype) -> np.ndarray:
     if spec.ndim == 1 and spec.dtype.kind in "UO" and all(isinstance(s, str) for s in spec):
         columns = getattr(X, "columns", None)
         if columns is None:
-            raise ValueError(f"{name} names features, but X has no feature names (not a DataFrame).")
+            raise ValueError(
+                f"{name} names features, but X has no feature names (not a DataFrame)."
+            )
         names = [str(c) for c in columns]
         for s in spec:
             if s not in names:
@@ -200,21 +201,24 @@ class Categories:
         return codes
 
     def log_rows(self, codes: np.ndarray, lambdas: np.ndarray) -> np.ndarray:
-        """The log-kernel rows (m, sum_j c_j) of queries with codes (m, n_categorical)."""
+        """Return the log-kernel rows (m, sum_j c_j) of queries with codes (m, n_categorical)."""
         return np.hstack([
             kernel.log_value(lam, c, self.distances(codes[:, t], t))
-            for t, (kernel, lam, c) in enumerate(zip(self.kernels, lambdas, self.sizes, strict=True))
+            for t, (kernel, lam, c) in enumerate(self._each(lambdas))
         ])  # fmt: skip
+
+    def _each(self, lambdas):
+        return zip(self.kernels, lambdas, self.sizes, strict=True)
 
     def dlog_rows(self, codes: np.ndarray, lambdas: np.ndarray) -> list[np.ndarray]:
         """Per categorical feature, ``d log L / d lambda`` rows (m, c_j)."""
         return [
             kernel.dlog_dlambda(lam, c, self.distances(codes[:, t], t))
-            for t, (kernel, lam, c) in enumerate(zip(self.kernels, lambdas, self.sizes, strict=True))
+            for t, (kernel, lam, c) in enumerate(self._each(lambdas))
         ]  # fmt: skip
 
     def distances(self, codes: np.ndarray, t: int) -> np.ndarray:
-        """``|a - b|`` (ordered) or ``[a != b]`` (unordered) against every category b."""
+        """Return ``|a - b|`` (ordered) or ``[a != b]`` (unordered) against every category b."""
         b = np.arange(self.sizes[t])
         if self.kernels[t].ordered:
             return np.abs(codes[:, None] - b)

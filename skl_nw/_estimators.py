@@ -8,7 +8,6 @@ from scipy.special import logsumexp
 from sklearn.base import ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import validate_data
 
 from . import _binning, _engine
 from ._base import _NWBase, check_weights, rule_of_thumb
@@ -146,6 +145,13 @@ default="from_dtype"
     ``sklearn.get_config()["working_memory"]`` whatever the number of queries
     and training points; only :meth:`attention_weights` returns an
     ``(n_queries, n_samples_fit)`` matrix, because that is what it is asked for.
+
+    Categorical features multiply the continuous kernel by their discrete
+    kernels, ``w_i K(u_i) prod_j L_j(q_j, x_ij; lambda_j)``.  Where every
+    training point has a discrete weight of 0 (``lambda = 0`` and a category
+    no training point has), the points that differ from the query in the
+    fewest categorical features count, weighted by the rest of their kernel:
+    the ``lambda -> 0`` limit.
 
     Examples
     --------
@@ -419,6 +425,10 @@ default="from_dtype"
     maximum, so ``predict_log_proba`` is finite wherever the probability is
     positive; it is ``-inf`` exactly where the probability is exactly 0 (no
     point of that class inside a compact kernel's support).
+
+    Categorical features multiply the kernel by their discrete kernels, as
+    in :class:`NadarayaWatsonRegressor` (whose Notes give the ``lambda = 0``
+    limit).
 
     Examples
     --------

@@ -19,8 +19,10 @@ __all__ = [
     "hat_diagonal",
     "interval_from_std",
     "local_constant_std",
+    "local_residual_variance",
     "nw_gradient",
     "percentile_interval",
+    "sandwich_factor",
     "sandwich_variance",
     "wild_multipliers",
 ]
@@ -89,6 +91,28 @@ def local_constant_std(sums, k: int, y_center: np.ndarray) -> tuple[np.ndarray, 
     return fit, np.sqrt(sigma2 * concentration)
 
 
+def sandwich_factor(a: np.ndarray, gram_sq: np.ndarray) -> np.ndarray:
+    """Return ``a' G2 a`` per query (clipped at 0): ``sum_i l_i^2 / w_i`` of the equivalent kernel.
+
+    Parameters
+    ----------
+    a : ndarray of shape (m, p)
+        ``G^-1 e1`` of the local problem solved (``G`` normalised by the
+        weight sum ``D = sum w K``), so that the weight of point ``i`` is
+        ``l_i = w_i K_i phi_i . a / D``.
+    gram_sq : ndarray of shape (m, p, p)
+        ``X' W2 X / D^2`` with ``W2 = diag(w_i K_i^2)``.
+
+    Returns
+    -------
+    ndarray of shape (m,)
+        The variance of the fit per unit noise variance (``w_i`` repeated rows
+        of variance ``sigma^2`` each, hence ``l_i^2 / w_i``).
+    """
+    factor = np.einsum("mi,mij,mj->m", a, gram_sq, a)
+    return np.maximum(factor, 0.0)
+
+
 def sandwich_variance(gram: np.ndarray, gram_sq: np.ndarray, sigma2: np.ndarray) -> np.ndarray:
     """``e1' G^-1 G2 G^-1 e1 * sigma^2`` per query: the variance of a local polynomial fit.
 
@@ -115,9 +139,49 @@ def sandwich_variance(gram: np.ndarray, gram_sq: np.ndarray, sigma2: np.ndarray)
         a = np.linalg.solve(gram, e1)
     except np.linalg.LinAlgError:
         a = np.stack([np.linalg.lstsq(G, e, rcond=None)[0] for G, e in zip(gram, e1, strict=True)])
-    factor = np.einsum("mi,mij,mj->m", a[..., 0], gram_sq, a[..., 0])
-    factor = np.maximum(factor, 0.0)
+    factor = sandwich_factor(a[..., 0], gram_sq)
     return factor.reshape(-1, *([1] * (np.ndim(sigma2) - 1))) * sigma2
+
+
+def local_residual_variance(
+    gram: np.ndarray, cross: np.ndarray, second: np.ndarray, coef: np.ndarray, center: np.ndarray
+) -> np.ndarray:
+    """Local variance ``sum_i alpha_i (y_i - phi_i . beta)^2`` of a local fit, from moments.
+
+    In the covariance form: with ``phi = [1, psi]``, ``mu = E[psi]``,
+    ``C = Cov(psi)``, ``c = Cov(psi, y)`` and the slopes ``b = beta[1:]``
+    (``E`` the attention-weighted mean), the residual ``y - ybar - (psi - mu) . b``
+    has mean square ``Var(y) - 2 b . c + b' C b``.
+
+    Parameters
+    ----------
+    gram : ndarray of shape (m, p, p)
+        ``E[phi phi']`` about the query.
+    cross : ndarray of shape (m, p, k)
+        ``E[phi y]``.
+    second : ndarray of shape (m, k)
+        ``E[(y - center)^2]`` (centred against cancellation).
+    coef : ndarray of shape (m, p, k)
+        The local coefficients ``beta`` (intercept first).
+    center : ndarray of shape (k,)
+        The centre of ``second``.
+
+    Returns
+    -------
+    ndarray of shape (m, k)
+        The local variance, clipped at 0 (rounding).  At ``p = 1`` the
+        local-constant ``E[(y - ybar)^2]``.
+    """
+    ybar = cross[:, 0]
+    var = second - (ybar - center) ** 2
+    if gram.shape[1] > 1:
+        mu = gram[:, 1:, 0]
+        C = gram[:, 1:, 1:] - mu[:, :, None] * mu[:, None, :]
+        cov = cross[:, 1:] - mu[:, :, None] * ybar[:, None, :]
+        b = coef[:, 1:]
+        var = var - 2.0 * np.einsum("mpk,mpk->mk", b, cov)
+        var = var + np.einsum("mpk,mpq,mqk->mk", b, C, b)
+    return np.maximum(var, 0.0)
 
 
 def interval_from_std(mean: np.ndarray, std: np.ndarray, alpha: float) -> np.ndarray:

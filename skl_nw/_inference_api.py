@@ -70,7 +70,9 @@ class _SmootherInferenceMixin:
         Returns
         -------
         ndarray of shape (n_queries, n_features) or (n_queries, n_targets, n_features)
-            The gradient, per target for 2-D training targets.
+            The gradient, per target for 2-D training targets.  With
+            categorical features, one column per continuous feature only (in
+            feature order): a category has no derivative.
 
         Examples
         --------
@@ -117,10 +119,12 @@ class _SmootherInferenceMixin:
             of ``predict(X, return_std=True)``.  "bootstrap": wild bootstrap of
             the residuals at the training points with the bandwidth held
             fixed; the interval is ``m_hat(q)`` plus the percentiles of the
-            bootstrap deviations ``sum_i alpha_i(q) v_i e_i`` (the bootstrap
-            fits recentred on the fit, so that, like the normal interval, it
-            targets the smoothed curve).  The smoother is linear in ``y``: all
-            bootstrap fits are one pooling of ``n_boot`` value columns.
+            bootstrap deviations ``sum_i l_i(q) v_i e_i`` (the bootstrap fits
+            recentred on the fit, so that, like the normal interval, it
+            targets the smoothed curve; ``l_i(q)`` are the smoother's weights:
+            the attention weights, or a local polynomial's equivalent kernel).
+            The smoother is linear in ``y``: all bootstrap fits are one
+            pooling of ``n_boot`` value columns.
         n_boot : int, default=399
             Bootstrap replications (``method="bootstrap"``).
         random_state : int, RandomState instance or None, default=None
@@ -145,6 +149,14 @@ class _SmootherInferenceMixin:
         >>> reg = NadarayaWatsonRegressor(bandwidth=0.1).fit(X, y)
         >>> reg.predict_interval([[0.5]]).round(2)
         array([[0.48, 0.54]])
+
+        A local linear fit is unbiased for this line, also at the boundary:
+
+        >>> from skl_nw import LocalPolynomialRegressor
+        >>> lin = LocalPolynomialRegressor(bandwidth=0.1).fit(X, y)
+        >>> lin.predict_interval([[0.0], [0.5]], method="bootstrap", random_state=0).round(2)
+        array([[-0.03,  0.05],
+               [ 0.49,  0.53]])
         """
         _check_interval_args(alpha, method, n_boot, multipliers)
         Q = self._queries(X)
@@ -214,7 +226,8 @@ class _NWInferenceMixin(_SmootherInferenceMixin):
         (n, d), k = X.shape, Y.shape[1]
         XY = (X[:, :, None] * Yc[:, None, :]).reshape(n, d * k)
         sums = self._sums(Q, np.column_stack([Yc, X, XY]), powers=(1, "ds"))
-        return nw_gradient(sums, Q - train.center, k, self.bandwidth_)
+        h = self.bandwidth_[~self.is_categorical_]  # the continuous features' columns
+        return nw_gradient(sums, Q[:, : train.d] - train.center, k, h)
 
 
 class _DensityMixin:

@@ -304,7 +304,7 @@ def _floored(x) -> np.ndarray:
 
 
 def _over(a, b) -> np.ndarray:
-    """``a / b`` with 0 where ``b = 0`` (a derivative where the kernel value is 0)."""
+    """Return ``a / b`` with 0 where ``b = 0`` (a derivative where the kernel value is 0)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(b > 0, a / np.where(b > 0, b, 1.0), 0.0)
 

@@ -31,13 +31,31 @@ from math import comb as _int_comb
 import numpy as np
 from scipy.special import comb
 
-__all__ = ["DEAD_VARIANCE", "EIGEN_FLOOR", "Shift", "exponents", "monomials", "shift", "solve"]
+from ._engine import KernelSums
+from ._engine._chunks import single_threaded_blas
+
+__all__ = [
+    "DEAD_VARIANCE",
+    "EIGEN_FLOOR",
+    "Moments",
+    "Shift",
+    "blocks",
+    "exponents",
+    "fit_local",
+    "monomials",
+    "shift",
+    "solve",
+    "usable_degree",
+]
 
 # A local problem whose correlation matrix has an eigenvalue below this is solved at a
 # lower degree.  The engine's kernel sums carry a relative error of up to ~1e-12 per
 # term (its BLAS expansion of the log weights) and a solve amplifies it by up to
 # 1 / EIGEN_FLOOR: 1e-4 keeps that below ~1e-8 of the targets' scale.
 EIGEN_FLOOR = 1e-4
+# Upper bound on the floats of the per-query temporaries of one block of queries
+# (moments, their expansion terms, Gram matrices): blocks stay a few tens of MiB.
+_BLOCK_FLOATS = 1 << 22
 # A basis function whose local variance is below this share of its second moments
 # (rounding noise of the moment expansion) is constant over the neighbourhood.
 DEAD_VARIANCE = 1e-10
@@ -182,6 +200,24 @@ def gram_index(d: int, degree: int) -> np.ndarray:
     return position(d, 2 * degree, total.reshape(-1, d)).reshape(len(exps), len(exps))
 
 
+def _floored_solve(R: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which ``R`` (m, r, r) have no eigenvalue below ``EIGEN_FLOOR``, and ``R^-1 rhs`` for them.
+
+    ``R - EIGEN_FLOOR I`` has a Cholesky factor exactly when every eigenvalue
+    of ``R`` is above the floor: one batched factorisation checks the usual
+    case (every problem well-posed) and a batched LU solve follows; only a
+    batch with a degenerate problem pays for the eigendecomposition.
+    """
+    try:
+        np.linalg.cholesky(R - EIGEN_FLOOR * np.eye(R.shape[1]))
+    except np.linalg.LinAlgError:
+        lam, V = np.linalg.eigh(R)
+        ok = lam[:, 0] >= EIGEN_FLOOR
+        V, lam = V[ok], lam[ok]
+        return ok, (V / lam[:, None, :]) @ (np.swapaxes(V, 1, 2) @ rhs[ok])
+    return np.ones(len(R), dtype=bool), np.linalg.solve(R, rhs)
+
+
 def solve(G: np.ndarray, b: np.ndarray, noise: np.ndarray, sizes: list[int]):
     """Solve the local weighted least-squares problems in the covariance form.
 
@@ -231,15 +267,14 @@ def solve(G: np.ndarray, b: np.ndarray, noise: np.ndarray, sizes: list[int]):
     c_s = np.where(live[:, :, None], c / s[:, :, None], 0.0)
     mu_s = np.where(live, mu / s, 0.0)
     beta, a_psi = np.zeros_like(c), np.zeros_like(mu)
-    todo = np.arange(m)
+    todo, k = np.arange(m), c.shape[2]
     for size in sizes[:0:-1]:  # the highest degree first
         r = size - 1
-        lam, V = np.linalg.eigh(R[np.ix_(todo, np.arange(r), np.arange(r))])
-        ok = lam[:, 0] >= EIGEN_FLOOR
-        rows, V, lam = todo[ok], V[ok], lam[ok]
-        inv = (V / lam[:, None, :]) @ np.swapaxes(V, 1, 2)
-        beta[rows, :r] = (inv @ c_s[rows, :r]) / s[rows, :r, None]
-        a_psi[rows, :r] = -np.einsum("mab,mb->ma", inv, mu_s[rows, :r]) / s[rows, :r]
+        rhs = np.concatenate([c_s[todo, :r], mu_s[todo, :r, None]], axis=2)
+        ok, sol = _floored_solve(R[np.ix_(todo, np.arange(r), np.arange(r))], rhs)
+        rows = todo[ok]
+        beta[rows, :r] = sol[:, :, :k] / s[rows, :r, None]
+        a_psi[rows, :r] = -sol[:, :, k] / s[rows, :r]
         todo = todo[~ok]
     coef = np.empty_like(b)
     coef[:, 1:] = beta
@@ -253,3 +288,102 @@ def solve(G: np.ndarray, b: np.ndarray, noise: np.ndarray, sizes: list[int]):
 def npar(d: int, degree: int) -> int:
     """Return the number of monomials of total degree ``<= degree`` in ``d`` variables."""
     return _int_comb(d + degree, degree)
+
+
+def usable_degree(degree: int, d: int, n_points: int) -> int:
+    """Highest degree ``<= degree`` with no more coefficients than ``n_points`` points."""
+    while degree > 0 and npar(d, degree) > n_points:
+        degree -= 1
+    return degree
+
+
+def blocks(m: int, floats_per_row: int) -> list[slice]:
+    """Slices of ``m`` query rows whose temporaries stay within ``_BLOCK_FLOATS``."""
+    rows = max(1, _BLOCK_FLOATS // max(floats_per_row, 1))
+    return [slice(s, min(s + rows, m)) for s in range(0, m, rows)]
+
+
+class Moments:
+    """The value columns of one kind of local fit and the moments read back from the sums.
+
+    Plain moments ``E[z^g]`` up to total degree ``top`` and target moments
+    ``E[z^g y]`` up to ``ytop`` (``E`` the kernel-weighted mean), in
+    bandwidth-scaled units.  A local fit of degree ``p`` needs ``top = 2p``,
+    ``ytop = p``; derivatives in the bandwidth need two more of each.
+
+    Parameters
+    ----------
+    d : int
+        Number of features.
+    top, ytop : int
+        Highest total degree of the plain and of the target moments.
+    """
+
+    def __init__(self, d: int, top: int, ytop: int):
+        self.d, self.top, self.ytop = d, top, ytop
+        self.shift, self.yshift = shift(d, top), shift(d, ytop)
+        self.n_plain, self.n_y = npar(d, top), npar(d, ytop)
+
+    def values(self, Z: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        """Columns ``[z^g (g != 0), y_k z^g]``: (n, n_plain - 1 + n_y * k)."""
+        plain = monomials(Z, self.top)[:, 1:]
+        ymono = Y[:, None, :] * monomials(Z, self.ytop)[:, :, None]
+        return np.column_stack([plain, ymono.reshape(len(Z), -1)])
+
+    @staticmethod
+    def columns(sums: KernelSums, f: int, t: int) -> np.ndarray:
+        """Every column of power index ``t`` over the ``q``-th power of the weight sum.
+
+        ``S_t / D^q`` with ``D = sum w K`` and ``q = 2`` for the power 2 (the
+        normalisation of ``sum w K^2 phi phi' / D^2``), else 1; the weight-sum
+        column last.  The per-query shift cancels.
+        """
+        sc = sums.scaled[:, f, :, 0]
+        total = sc[:, 0, -1]
+        q = 2 if sums.powers[t] == 2 else 1
+        ratio = sc[:, t] / total[:, None] ** q * sums.value_scale
+        if t:  # another power: its own log scale
+            ls = sums.log_scale[:, f, :, 0]
+            ratio *= np.exp(ls[:, t] - q * ls[:, 0])[:, None]
+        return ratio
+
+    def read(self, sums: KernelSums, f: int, t: int, k: int):
+        """Raw moments of power index ``t`` (see :meth:`columns`): (m, P), (m, Py, k)."""
+        ratio = self.columns(sums, f, t)
+        M = np.empty((len(ratio), self.n_plain))
+        M[:, 0] = ratio[:, -1]
+        M[:, 1:] = ratio[:, : self.n_plain - 1]
+        B = ratio[:, self.n_plain - 1 : self.n_plain - 1 + self.n_y * k]
+        return M, B.reshape(len(ratio), self.n_y, k)
+
+    def about(self, M: np.ndarray, B: np.ndarray, q: np.ndarray):
+        """Shift raw moments to moments about the queries ``q``."""
+        return self.shift(M, q), self.yshift(B, q)
+
+    def rescale(self, M: np.ndarray, B: np.ndarray, factor: float):
+        """Moments in units of ``factor`` bandwidths."""
+        if factor == 1.0:
+            return M, B
+        deg = exponents(self.d, self.top).sum(axis=1)
+        ydeg = exponents(self.d, self.ytop).sum(axis=1)
+        return M / factor**deg, B / factor ** ydeg[:, None]
+
+
+def fit_local(mom: Moments, M, B, q, degree: int):
+    """Local coefficients about ``q`` from raw moments (:func:`solve`): coef, a, Mq, Bq.
+
+    ``coef`` (m, P, k) and ``a = G^-1 e_1`` (m, P) of the problem solved, ``P``
+    the size of the basis of ``degree``; ``Mq``, ``Bq`` the moments about ``q``.
+    """
+    Mq, Bq = mom.about(M, B, q)
+    d = q.shape[1]
+    P = npar(d, degree)
+    if degree == 0:
+        return Bq[:, :1].copy(), np.ones((len(q), 1)), Mq, Bq
+    gi = gram_index(d, degree)
+    diag = np.diagonal(gi)[1:]
+    noise = Mq[:, diag] + M[:, diag] + monomials(q, 2 * degree)[:, diag]
+    sizes = [npar(d, p) for p in range(degree + 1)]
+    with single_threaded_blas():  # many small matrices: BLAS threads only spin
+        coef, a = solve(Mq[:, gi], Bq[:, :P], noise, sizes)
+    return coef, a, Mq, Bq

@@ -9,93 +9,15 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import RegressorMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from . import _engine
 from ._base import _NWBase
-from ._engine._chunks import single_threaded_blas
 from ._kernels import Kernel
-from ._local_fit import exponents, gram_index, monomials, npar, position, shift, solve
+from ._local_fit import Moments, blocks, exponents, fit_local, npar, position, usable_degree
+from ._local_inference import _LocalInferenceMixin
 
 __all__ = ["LocalPolynomialRegressor"]
-
-# Upper bound on the floats of the per-query temporaries of one block of queries
-# (moments, their expansion terms, Gram matrices): blocks stay a few tens of MiB.
-_BLOCK_FLOATS = 1 << 22
-
-
-class _Moments:
-    """The value columns of one kind of local fit and the moments read back from the sums.
-
-    Plain moments ``E[z^g]`` up to total degree ``top`` and target moments
-    ``E[z^g y]`` up to ``ytop`` (``E`` the kernel-weighted mean), in
-    bandwidth-scaled units.  A local fit of degree ``p`` needs ``top = 2p``,
-    ``ytop = p``; derivatives in the bandwidth need two more of each.
-    """
-
-    def __init__(self, d: int, top: int, ytop: int):
-        self.d, self.top, self.ytop = d, top, ytop
-        self.shift, self.yshift = shift(d, top), shift(d, ytop)
-        self.n_plain, self.n_y = npar(d, top), npar(d, ytop)
-
-    def values(self, Z: np.ndarray, Y: np.ndarray) -> np.ndarray:
-        """Columns ``[z^g (g != 0), y_k z^g]``: (n, n_plain - 1 + n_y * k)."""
-        plain = monomials(Z, self.top)[:, 1:]
-        ymono = Y[:, None, :] * monomials(Z, self.ytop)[:, :, None]
-        return np.column_stack([plain, ymono.reshape(len(Z), -1)])
-
-    def read(self, sums: _engine.KernelSums, f: int, t: int, k: int):
-        """Raw moments of power ``t`` normalised by the power-1 weight sum: (m, P), (m, Py, k)."""
-        sc = sums.scaled[:, f, :, 0]
-        total = sc[:, 0, -1]
-        ratio = sc[:, t] / total[:, None] * sums.value_scale
-        if t:  # another power: its own log scale (the shift is shared)
-            ratio *= np.exp(sums.log_scale[:, f, t, 0] - sums.log_scale[:, f, 0, 0])[:, None]
-        M = np.empty((len(total), self.n_plain))
-        M[:, 0] = ratio[:, -1]
-        M[:, 1:] = ratio[:, : self.n_plain - 1]
-        B = ratio[:, self.n_plain - 1 : -1].reshape(len(total), self.n_y, k)
-        return M, B
-
-    def about(self, M: np.ndarray, B: np.ndarray, q: np.ndarray):
-        """Shift raw moments to moments about the queries ``q``."""
-        return self.shift(M, q), self.yshift(B, q)
-
-    def rescale(self, M: np.ndarray, B: np.ndarray, factor: float):
-        """Moments in units of ``factor`` bandwidths."""
-        if factor == 1.0:
-            return M, B
-        deg = exponents(self.d, self.top).sum(axis=1)
-        ydeg = exponents(self.d, self.ytop).sum(axis=1)
-        return M / factor**deg, B / factor ** ydeg[:, None]
-
-
-def _fit(mom: _Moments, M, B, q, degree: int):
-    """Local coefficients about ``q`` from raw moments (``_local_fit.solve``): coef, a, Mq, Bq."""
-    Mq, Bq = mom.about(M, B, q)
-    d = q.shape[1]
-    P = npar(d, degree)
-    if degree == 0:
-        return Bq[:, :1].copy(), np.ones((len(q), 1)), Mq, Bq
-    gi = gram_index(d, degree)
-    diag = np.diagonal(gi)[1:]
-    noise = Mq[:, diag] + M[:, diag] + monomials(q, 2 * degree)[:, diag]
-    sizes = [npar(d, p) for p in range(degree + 1)]
-    with single_threaded_blas():  # many small matrices: BLAS threads only spin
-        coef, a = solve(Mq[:, gi], Bq[:, :P], noise, sizes)
-    return coef, a, Mq, Bq
-
-
-def usable_degree(degree: int, d: int, n_points: int) -> int:
-    """Highest degree ``<= degree`` with no more coefficients than ``n_points`` points."""
-    while degree > 0 and npar(d, degree) > n_points:
-        degree -= 1
-    return degree
-
-
-def _blocks(m: int, floats_per_row: int):
-    rows = max(1, _BLOCK_FLOATS // max(floats_per_row, 1))
-    return [slice(s, min(s + rows, m)) for s in range(0, m, rows)]
 
 
 class LocalLeaveOneOut:
@@ -118,8 +40,8 @@ class LocalLeaveOneOut:
         self.train, self.kernel, self.degree, self.rtol = train, kernel, degree, rtol
         self.targets = train.to_caller(train.values)
         self.Z = train.to_caller(train.X)
-        self._mom = _Moments(d, 2 * degree, degree)
-        self._dmom = _Moments(d, 2 * degree + 2, degree + 2)
+        self._mom = Moments(d, 2 * degree, degree)
+        self._dmom = Moments(d, 2 * degree + 2, degree + 2)
         # Where sum w K' t_j^2 z^(a + b) (and z^a y) read the raw moments of two more
         # degrees: t_j^2 = z_j^2 - 2 q_j z_j + q_j^2 (see loss_grad).
         basis = exponents(d, degree)
@@ -144,7 +66,7 @@ class LocalLeaveOneOut:
         out = np.empty((len(sums.shift[0]), len(Y), k))
         for f, factor in enumerate(np.asarray(factors, dtype=float)):
             M, B = self._mom.rescale(*self._mom.read(sums, f, 0, k), factor)
-            out[f] = _fit(self._mom, M, B, self.Z / factor, self.degree)[0][:, 0]
+            out[f] = fit_local(self._mom, M, B, self.Z / factor, self.degree)[0][:, 0]
         return out
 
     def loss_grad(
@@ -170,12 +92,13 @@ class LocalLeaveOneOut:
         Z, Y = self.Z / factors, self.targets
         k, dmom, mom = Y.shape[1], self._dmom, self._mom
         sums = _engine.kernel_sums(
-            Z[rows], train, self.kernel, values=dmom.values(Z, Y), powers=(1, "ds"),
+            train.queries(train.inverse_rows(rows)), train, self.kernel,
+            values=dmom.values(Z, Y), powers=(1, "ds"),
             exclude=rows, options=_engine.Options(rtol=self.rtol),
         )  # fmt: skip
         q = Z[rows]
         M, B = dmom.read(sums, 0, 0, k)
-        coef, a, _, _ = _fit(mom, M[:, : mom.n_plain], B[:, : mom.n_y], q, self.degree)
+        coef, a, _, _ = fit_local(mom, M[:, : mom.n_plain], B[:, : mom.n_y], q, self.degree)
         losses, R = loss_fn(coef[:, 0], rows)
         # The fitted polynomials in raw monomials: phi(z - q) . a = phi(z) . (T^T a).
         T = mom.yshift.matrix(q)
@@ -194,7 +117,7 @@ class LocalLeaveOneOut:
         return float(r @ losses), grad
 
 
-class LocalPolynomialRegressor(RegressorMixin, _NWBase):
+class LocalPolynomialRegressor(_LocalInferenceMixin, RegressorMixin, _NWBase):
     """Local polynomial kernel regression: a weighted least-squares polynomial at each query.
 
     At a query ``q`` the training points get the attention weights of
@@ -233,6 +156,36 @@ default="scott"
         query's search radius is at most ``rtol`` times the mass inside.
     n_jobs : int, default=None
         Threads over chunks of queries at predict.
+    categorical_features : "from_dtype", array-like of bool, int or str, or None, \
+default="from_dtype"
+        Features smoothed by a discrete kernel with a bandwidth ``lambda``
+        instead of a continuous one: a boolean mask of shape (n_features,),
+        integer indices, or feature names; "from_dtype" takes the pandas
+        ``category`` columns of a DataFrame (numpy input stays continuous);
+        None makes every feature continuous.  Their labels may be any hashable
+        values (ints, strings, pandas categories); a category unseen at fit
+        matches no training category; a missing value (NaN, None) is an error.
+    ordered_features : "from_dtype", array-like of bool, int or str, or None, \
+default="from_dtype"
+        The categorical features whose categories are ordered, compared by
+        the distance between their positions in the order (the sorted labels,
+        or the pandas-declared order); same forms, "from_dtype" taking the
+        ordered pandas categoricals.  A feature named here is categorical
+        whether or not ``categorical_features`` names it.
+    categorical_kernel : {"aitchison_aitken", "li_racine"}, default="aitchison_aitken"
+        Kernel of the unordered categorical features: Aitchison–Aitken,
+        ``1 - lambda`` for equal categories and ``lambda / (c - 1)`` otherwise
+        (``c`` categories, ``0 <= lambda <= (c - 1) / c``), or Li–Racine, 1 and
+        ``lambda`` (``0 <= lambda <= 1``).
+    ordered_kernel : {"wang_van_ryzin", "li_racine"}, default="wang_van_ryzin"
+        Kernel of the ordered features: Wang–van Ryzin, ``1 - lambda`` for
+        equal categories and ``(1 - lambda) / 2 * lambda^|a - b|`` otherwise
+        (``0 <= lambda < 1``), or Li–Racine, ``lambda^|a - b|``
+        (``0 <= lambda <= 1``).  ``lambda = 0`` smooths nothing (only the
+        query's own category counts); the largest ``lambda`` of the
+        Aitchison–Aitken and Li–Racine kernels ignores the feature.
+        Categorical features enter through the weights only: the local
+        polynomial is in the continuous features.
 
     Attributes
     ----------
@@ -241,6 +194,14 @@ default="scott"
     tree_ : KDTree, BallTree or None
         The tree over the bandwidth-scaled (centred) training inputs, in its
         own leaf order, or None on the brute-force path.
+    is_categorical_ : ndarray of bool of shape (n_features,)
+        Which features are categorical.
+    is_ordered_ : ndarray of bool of shape (n_features,)
+        Which categorical features are ordered.
+    categories_ : list of ndarray
+        The categories of each categorical feature, in feature order and in
+        code order (the pandas-declared categories, or the sorted labels seen
+        at fit).
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -308,6 +269,10 @@ default="scott"
         leaf_size: int = 40,
         rtol: float = 1e-16,
         n_jobs: int | None = None,
+        categorical_features="from_dtype",
+        ordered_features="from_dtype",
+        categorical_kernel: str = "aitchison_aitken",
+        ordered_kernel: str = "wang_van_ryzin",
     ) -> None:
         self.bandwidth = bandwidth
         self.kernel = kernel
@@ -316,6 +281,10 @@ default="scott"
         self.leaf_size = leaf_size
         self.rtol = rtol
         self.n_jobs = n_jobs
+        self.categorical_features = categorical_features
+        self.ordered_features = ordered_features
+        self.categorical_kernel = categorical_kernel
+        self.ordered_kernel = ordered_kernel
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None):
@@ -336,52 +305,93 @@ default="scott"
         self : LocalPolynomialRegressor
             The fitted estimator.
         """
-        X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=np.float64)
+        X, y = self._validate_fit(X, y, multi_output=True, y_numeric=True)
         Xs, w = self._fit_inputs(X, sample_weight)
         self._build(Xs, w, y.reshape(len(y), -1))
         self._y_1d = y.ndim == 1
         return self
 
-    def _local(self, Q: np.ndarray, mom: _Moments, powers=(1,)):
-        """Yield ``(block, q, sums)`` over blocks of scaled queries (``q`` centred)."""
+    def _local(self, Q: np.ndarray, mom: Moments, powers=(1,), values=None, extra=None):
+        """Yield ``(block, q, sums)`` over blocks of scaled queries (``q`` centred).
+
+        Value columns ``mom.values(Z, values)`` (default: the training targets),
+        then the columns ``extra`` (n, e) if given.
+        """
         train = self._train
-        Y = train.to_caller(train.values)
+        Y = train.to_caller(train.values) if values is None else values
         V = mom.values(train.to_caller(train.X), Y)
+        if extra is not None:
+            V = np.column_stack([V, extra])
         per_row = (mom.shift.pairs + mom.yshift.pairs * Y.shape[1]) * 2 + V.shape[1] * 4
-        for block in _blocks(len(Q), per_row):
+        for block in blocks(len(Q), per_row):
             sums = _engine.kernel_sums(
                 Q[block], train, self._kernel, values=V, powers=powers, options=self._options()
             )
-            yield block, Q[block] - train.center, sums
+            yield block, Q[block, : train.d] - train.center, sums
 
-    def _coefficients(self, X: ArrayLike) -> np.ndarray:
-        """Local coefficients about each query, scaled units: (m, P, k)."""
-        Q = self._queries(X)
-        d, k = self.n_features_in_, self._train.values.shape[1]
-        # No local problem of more coefficients than training points is well-posed.
-        degree = usable_degree(self.degree, d, int(np.isfinite(self._train.log_w).sum()))
-        mom = _Moments(d, 2 * degree, degree)
+    def _fit_degree(self) -> int:
+        """``degree``, lowered to the number of points of positive weight (see Notes)."""
+        n_points = int(np.isfinite(self._train.log_w).sum())
+        return usable_degree(self.degree, self._train.d, n_points)
+
+    def _coefficients(self, Q: np.ndarray, values: np.ndarray | None = None) -> np.ndarray:
+        """Local coefficients about each scaled query, scaled units: (m, P, k).
+
+        ``values`` (n, k) replaces the training targets (the fit is linear in them).
+        """
+        d = self._train.d  # the continuous features
+        k = (self._train.values if values is None else values).shape[1]
+        degree = self._fit_degree()
+        mom = Moments(d, 2 * degree, degree)
         coef = np.zeros((len(Q), npar(d, self.degree), k))
-        for block, q, sums in self._local(Q, mom):
-            fitted = _fit(mom, *mom.read(sums, 0, 0, k), q, degree)[0]
+        for block, q, sums in self._local(Q, mom, values=values):
+            fitted = fit_local(mom, *mom.read(sums, 0, 0, k), q, degree)[0]
             coef[block, : fitted.shape[1]] = fitted
         return coef
 
-    def predict(self, X: ArrayLike) -> np.ndarray:
+    def predict(self, X: ArrayLike, return_std: bool = False):
         """Value of the local polynomial at each query.
 
         Parameters
         ----------
         X : array-like of shape (n_queries, n_features)
             Queries.
+        return_std : bool, default=False
+            Also return the pointwise standard error of the fit (scikit-learn's
+            ``GaussianProcessRegressor`` convention).  The fit is linear in the
+            targets, ``f(q) = sum_i l_i(q) y_i`` with the equivalent-kernel
+            weights ``l_i(q) = w_i K_i phi(x_i - q) . G^-1 e_1 / sum_j w_j K_j``, and
+            ``se(q)^2 = sigma^2(q) sum_i l_i(q)^2 / w_i``
+            (``e_1' G^-1 G_2 G^-1 e_1 sigma^2(q)``, ``G_2`` the Gram matrix of the
+            weights ``w_i K_i^2``), with the local residual variance
+            ``sigma^2(q) = sum_i alpha_i(q) (y_i - phi(x_i - q) . beta(q))^2``
+            (``alpha`` the attention weights).  At ``degree=0`` it is
+            :class:`NadarayaWatsonRegressor`'s standard error.  A query with one
+            effective neighbour (the degree drops to 0 there) has ``se = 0``.
+            The smoother's bias is not included (see :meth:`predict_interval`).
 
         Returns
         -------
-        ndarray of shape (n_queries,) or (n_queries, n_targets)
+        y_mean : ndarray of shape (n_queries,) or (n_queries, n_targets)
             Predictions, shaped like the training targets.
+        y_std : ndarray of the shape of y_mean
+            Standard errors; only with ``return_std=True``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skl_nw import LocalPolynomialRegressor
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.uniform(0, 1, (400, 1))
+        >>> y = 2 * X[:, 0] + rng.normal(0, 0.1, 400)
+        >>> reg = LocalPolynomialRegressor(bandwidth=0.1).fit(X, y)
+        >>> mean, std = reg.predict([[0.0], [0.5]], return_std=True)
+        >>> mean.round(2), std.round(3)  # wider at the boundary
+        (array([0.02, 1.  ]), array([0.023, 0.008]))
         """
-        pred = self._coefficients(X)[:, 0]
-        return pred[:, 0] if self._y_1d else pred
+        if return_std:
+            return self._predict_with_std(X)
+        return self._shaped(self._coefficients(self._queries(X))[:, 0])
 
     def predict_gradient(self, X: ArrayLike) -> np.ndarray:
         """Estimated gradient ``dm/dx_j`` of the regression function at each query.
@@ -401,20 +411,24 @@ default="scott"
         Returns
         -------
         ndarray of shape (n_queries, n_features) or (n_queries, n_targets, n_features)
-            The gradient per query (and per target, for 2-D targets).
+            The gradient per query (and per target, for 2-D targets).  With
+            categorical features, one column per continuous feature only (in
+            feature order): a category has no derivative.
         """
-        d = self.n_features_in_
-        if self.degree >= 1:
-            grad = np.swapaxes(self._coefficients(X)[:, 1 : d + 1], 1, 2) / self.bandwidth_
-        else:
-            grad = self._nw_gradient(X)
-        return grad[:, 0] if self._y_1d else grad
+        return self._shaped(self._gradient(self._queries(X)))
 
-    def _nw_gradient(self, X: ArrayLike) -> np.ndarray:
+    def _gradient(self, Q: np.ndarray) -> np.ndarray:
+        """Return the gradient at the scaled queries: (m, k, d)."""
+        d = self._train.d
+        if self.degree >= 1:
+            grad = np.swapaxes(self._coefficients(Q)[:, 1 : d + 1], 1, 2)
+            return grad / self._continuous_h()
+        return self._nw_gradient(Q)
+
+    def _nw_gradient(self, Q: np.ndarray) -> np.ndarray:
         """``d/dq_j`` of the NW ratio with ``dK/dq_j = dK/ds * (-2 (z_j - q_j))``: (m, k, d)."""
-        Q = self._queries(X)
-        d, k = self.n_features_in_, self._train.values.shape[1]
-        mom = _Moments(d, 1, 1)
+        d, k = self._train.d, self._train.values.shape[1]
+        mom = Moments(d, 1, 1)
         parts = []
         for _, q, sums in self._local(Q, mom, powers=(1, "ds")):
             _, B = mom.about(*mom.read(sums, 0, 0, k), q)
@@ -423,7 +437,10 @@ default="scott"
             dq = -2.0 * (Bd[:, 1:] - Md[:, 1:, None] * mean[:, None, :])  # (m, d, k)
             parts.append(np.swapaxes(dq, 1, 2))
         grad = np.concatenate(parts) if parts else np.empty((0, k, d))
-        return grad / self.bandwidth_
+        return grad / self._continuous_h()
+
+    def _continuous_h(self) -> np.ndarray:
+        return self.bandwidth_[~self.is_categorical_]
 
     def _leave_one_out(self) -> LocalLeaveOneOut:
         """Return what BandwidthSearchCV needs (see :class:`skl_nw._engine.LeaveOneOut`)."""

@@ -19,6 +19,7 @@ from sklearn.utils.metadata_routing import (
     UNUSED,
 )
 
+from . import _search_mixed
 from ._base import check_weights, rule_of_thumb
 from ._inference import CRITERIA, criterion_scores
 from ._search_plumbing import _Plumbing
@@ -84,6 +85,13 @@ class BandwidthSearchCV(_Delegation, _Plumbing, MetaEstimatorMixin, BaseEstimato
         Grid candidates: a list of positive scalars or of per-feature arrays.
         None uses 40 log-spaced multiples, 2^(k/4) from 0.022 to 19, of the per-feature
         rule of thumb (the estimator's "scott" / "silverman", else "scott").
+        With categorical features (the estimator's ``categorical_features``),
+        a candidate holds a ``lambda`` at each categorical feature's position,
+        and None crosses the multiples of the continuous rule of thumb with the
+        lambdas 0, 0.05, 0.1, 0.2, 0.4, 0.7 and 1 times each feature's largest
+        (0.95 for the Wang–van Ryzin kernel, whose largest is excluded): for
+        ``cv="loo"`` every lambda vector of the grid is scored from one pass
+        (the sums per cell of categories do not depend on lambda).
     cv : "loo", int, cross-validation generator or iterable, default="loo"
         "loo" scores the closed-form leave-one-out predictions; anything else
         is passed to GridSearchCV (``None`` is its 5-fold default).  Only
@@ -106,7 +114,9 @@ class BandwidthSearchCV(_Delegation, _Plumbing, MetaEstimatorMixin, BaseEstimato
         ``cv="loo"`` and take no ``scoring``.
     per_feature : bool, default=True
         For ``method="sgd"``: learn one bandwidth per feature (True) or one
-        common multiple of the rule of thumb (False).
+        common multiple of the rule of thumb (False).  The lambda of each
+        categorical feature is always learnt on its own, through
+        ``lambda = lambda_max sigmoid(theta)`` (an unconstrained transform).
     max_iter : int, default=200
         Maximum number of SGD epochs (passes over the training rows).
     learning_rate : float, default=0.05
@@ -339,7 +349,11 @@ class BandwidthSearchCV(_Delegation, _Plumbing, MetaEstimatorMixin, BaseEstimato
                 "and set_score_request on the estimator, set_score_request on a scorer), or "
                 "pass an integer cv."
             )  # fmt: skip
-        Xu, yu, wu = _collapse(X, y, check_weights(w_nw, X))
+        cats, Xnum = _search_mixed.categories(self.estimator, X)
+        if cats is None:
+            Xu, yu, wu = _collapse(X, y, check_weights(w_nw, X))
+        else:
+            Xu, yu, wu = _search_mixed.collapse(X, Xnum, y, check_weights(w_nw, Xnum), _collapse)
         if len(Xu) < 2:
             raise ValueError(
                 "Leave-one-out needs at least 2 distinct training points with positive "
@@ -401,13 +415,21 @@ class BandwidthSearchCV(_Delegation, _Plumbing, MetaEstimatorMixin, BaseEstimato
 
     def _base_bandwidth(self, X: np.ndarray, w: np.ndarray) -> np.ndarray:
         rule = self.estimator.bandwidth
-        return rule_of_thumb(X, rule if isinstance(rule, str) else "scott", w)
+        rule = rule if isinstance(rule, str) else "scott"
+        cats, Xnum = _search_mixed.categories(self.estimator, X)
+        if cats is not None:
+            return _search_mixed.base_bandwidth(cats, Xnum, rule, w)
+        return rule_of_thumb(X, rule, w)
 
     def _candidates(self, X: np.ndarray, w: np.ndarray) -> list[np.ndarray]:
         """Candidate bandwidth vectors, validated."""
+        cats, _ = _search_mixed.categories(self.estimator, X)
         if self.bandwidths is None:
             base = self._base_bandwidth(X, w)
+            if cats is not None:
+                return _search_mixed.candidates(cats, base, _DEFAULT_FACTORS)[0]
             return [factor * base for factor in _DEFAULT_FACTORS]
+        continuous = np.ones(X.shape[1], bool) if cats is None else ~cats.mask
         candidates = []
         for value in self.bandwidths:
             h = np.asarray(value)
@@ -417,8 +439,11 @@ class BandwidthSearchCV(_Delegation, _Plumbing, MetaEstimatorMixin, BaseEstimato
                     f"(n_features,) = ({X.shape[1]},); got {value!r}."
                 )
             h = np.broadcast_to(h.astype(np.float64), (X.shape[1],)).copy()
-            if not (np.all(np.isfinite(h)) and np.all(h > 0)):
-                raise ValueError(f"bandwidths must be finite and positive; got {value!r}.")
+            if not (np.all(np.isfinite(h)) and np.all(h[continuous] > 0) and np.all(h >= 0)):
+                raise ValueError(
+                    "bandwidths must be finite and positive (lambdas of categorical features: "
+                    f">= 0); got {value!r}."
+                )
             candidates.append(h)
         if not candidates:
             raise ValueError("bandwidths must hold at least one candidate; got an empty list.")
@@ -465,10 +490,13 @@ class BandwidthSearchCV(_Delegation, _Plumbing, MetaEstimatorMixin, BaseEstimato
         return base, np.concatenate(parts, axis=1)
 
     def _fit_grid_loo(self, Xu, yu, wu, n_samples: int) -> np.ndarray:
+        cats, _ = _search_mixed.categories(self.estimator, Xu)
+        if cats is not None and self.bandwidths is None and self.criterion == "loo":
+            return self._fit_grid_mixed(Xu, yu, wu, n_samples, cats)
         candidates = self._candidates(Xu, wu)
         first = candidates[0]
-        factors = np.array([h[0] / first[0] for h in candidates])
-        if all(
+        factors = np.array([h[0] / first[0] if first[0] > 0 else 0.0 for h in candidates])
+        if cats is None and all(
             np.allclose(h, f * first, rtol=1e-12, atol=0)
             for h, f in zip(candidates, factors, strict=True)
         ):
@@ -494,6 +522,21 @@ class BandwidthSearchCV(_Delegation, _Plumbing, MetaEstimatorMixin, BaseEstimato
             )
             for t, P_t in zip(index, P, strict=True):
                 scores[t] = self._score(base, P_t, yu, wu)
+        return self._record_grid(candidates, scores)
+
+    def _fit_grid_mixed(self, Xu, yu, wu, n_samples: int, cats) -> np.ndarray:
+        """Score the default grid on mixed data: every lambda vector from one pass (see Notes)."""
+        base = self._base_bandwidth(Xu, wu)
+        candidates, grid = _search_mixed.candidates(cats, base, _DEFAULT_FACTORS)
+        scores, fitted = _search_mixed.grid_scores(
+            self, Xu, yu, wu, base, _DEFAULT_FACTORS, grid, self._score
+        )
+        self._announce(n_samples, Xu, wu, _backend(fitted))
+        self._progress.update(len(candidates), len(candidates), "candidates")
+        return self._record_grid(candidates, scores)
+
+    def _record_grid(self, candidates: list, scores: np.ndarray) -> np.ndarray:
+        """Set the grid's results; return the best candidate."""
         if not np.isfinite(scores).any():
             raise ValueError(
                 "No candidate bandwidth could be scored: with fallback='nan' every candidate "
@@ -546,7 +589,18 @@ class BandwidthSearchCV(_Delegation, _Plumbing, MetaEstimatorMixin, BaseEstimato
         n, d = Xu.shape
         batch = min(256, n) if self.batch_size == "auto" else min(self.batch_size, n)
 
-        theta = np.zeros(d if self.per_feature else 1)  # log(h / h0)
+        # Which entry of theta each feature follows (one common one for the continuous
+        # features unless per_feature; each categorical feature its own).
+        cats, _ = _search_mixed.categories(self.estimator, Xu)
+        shared = np.zeros(d, np.intp) if cats is None else np.cumsum(cats.mask)
+        tie = np.arange(d) if self.per_feature else shared
+        if cats is not None and not _search_mixed.takes_lambdas(loo):
+            raise ValueError(
+                f"method='sgd' does not learn the lambdas of {type(self.estimator).__name__}'s "
+                "categorical features; use method='grid', which scores a grid of them."
+            )
+        to_bandwidth = getattr(loo, "bandwidth_at", lambda t: h0 * np.exp(t))
+        theta = np.zeros(tie.max() + 1)  # log(h / h0), or lambda's transform
         m1, m2 = np.zeros_like(theta), np.zeros_like(theta)
         beta1, beta2, step = 0.9, 0.999, 0
         self.loss_curve_ = []
@@ -558,10 +612,9 @@ class BandwidthSearchCV(_Delegation, _Plumbing, MetaEstimatorMixin, BaseEstimato
             epoch_loss = 0.0
             for start in range(0, n, batch):
                 rows = order[start : start + batch]
-                log_factors = np.broadcast_to(theta, (d,))
-                loss, grad = loo.loss_grad(log_factors, rows, loss_fn, wu[rows])
+                loss, grad = loo.loss_grad(theta[tie], rows, loss_fn, wu[rows])
                 epoch_loss += loss * wu[rows].sum()
-                grad = grad if self.per_feature else grad.sum(keepdims=True)
+                grad = np.bincount(tie, weights=grad, minlength=len(theta))
                 step += 1
                 m1 = beta1 * m1 + (1 - beta1) * grad
                 m2 = beta2 * m2 + (1 - beta2) * grad**2
@@ -569,7 +622,7 @@ class BandwidthSearchCV(_Delegation, _Plumbing, MetaEstimatorMixin, BaseEstimato
                 theta = np.clip(theta - self.learning_rate * update, -_MAX_LOG_STEP, _MAX_LOG_STEP)
             epoch_loss /= wu.sum()
             self.loss_curve_.append(epoch_loss)
-            self._report_epoch(epoch, epoch_loss, h0 * np.exp(theta))
+            self._report_epoch(epoch, epoch_loss, to_bandwidth(theta[tie]))
             if self.tol is not None:
                 stall = stall + 1 if epoch_loss > best_loss - self.tol * abs(best_loss) else 0
                 best_loss = min(best_loss, epoch_loss)
@@ -584,7 +637,7 @@ class BandwidthSearchCV(_Delegation, _Plumbing, MetaEstimatorMixin, BaseEstimato
                     stacklevel=3,
                 )
         self.n_iter_ = epoch
-        bandwidth = h0 * np.exp(theta)
+        bandwidth = to_bandwidth(theta[tie])
         base, P = self._loo_predictions(Xu, yu, wu, bandwidth, np.ones(1))
         self.best_score_ = self._score(base, P[0], yu, wu)
         return bandwidth

@@ -17,8 +17,9 @@ from sklearn.utils.metadata_routing import (
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import has_fit_parameter, validate_data
 
+from . import _categorical
 from ._base import check_weights
-from ._search_support import _DefaultScorer, _Routed
+from ._search_support import _DefaultScorer, _nw_step, _Routed
 
 
 class _Plumbing:
@@ -45,7 +46,14 @@ class _Plumbing:
 
     def _validate(self, X: ArrayLike, y: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         classifier = is_classifier(self.estimator)
-        X, y = validate_data(self, X, y, dtype=np.float64, multi_output=not classifier)
+        step = _nw_step(self.estimator)
+        if step is not None and _categorical.resolve(step, X) is not None:
+            # Categorical features: the estimator encodes them; a DataFrame stays one.
+            Xv, y = validate_data(self, X, y, dtype=None, ensure_all_finite=False,
+                                  multi_output=not classifier)  # fmt: skip
+            X = X if hasattr(X, "iloc") else Xv
+        else:
+            X, y = validate_data(self, X, y, dtype=np.float64, multi_output=not classifier)
         if classifier:
             check_classification_targets(y)
         return X, y

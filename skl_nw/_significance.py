@@ -10,6 +10,7 @@ from sklearn.base import clone, is_regressor
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, column_or_1d
 
+from . import _categorical
 from ._inference import wild_multipliers
 
 __all__ = ["SignificanceResult", "significance_test"]
@@ -63,12 +64,29 @@ def _feature_indices(features, X, n_features: int) -> list[int]:
     return out
 
 
-def _statistics(estimator, X: np.ndarray, Y: np.ndarray, features: list[int]) -> np.ndarray:
-    """``T`` for each column of ``Y`` (n, B): one fit on all columns (the smoother is linear)."""
+def _statistics(estimator, X: np.ndarray, Y: np.ndarray, features: list[int], cats) -> np.ndarray:
+    """``T`` for each column of ``Y`` (n, B): one fit on all columns (the smoother is linear).
+
+    Continuous features add their squared derivatives, categorical ones the
+    squared changes of the fit when the category is set to each of its values.
+    """
     fitted = clone(estimator).fit(X, Y)
-    G = fitted.predict_gradient(X)  # (n, B, d) for 2-D Y, (n, d) for 1-D
-    G = G.reshape(len(X), -1, X.shape[1])[:, :, features]
-    return (G**2).sum(axis=2).mean(axis=0)
+    categorical = np.zeros(X.shape[1], bool) if cats is None else cats.mask
+    T = np.zeros(Y.shape[1] if Y.ndim == 2 else 1)
+    continuous = [j for j in features if not categorical[j]]
+    if continuous:
+        G = fitted.predict_gradient(X)  # (n, B, d_cont) for 2-D Y, (n, d_cont) for 1-D
+        G = G.reshape(len(X), -1, int((~categorical).sum()))
+        columns = np.cumsum(~categorical) - 1  # a continuous feature's gradient column
+        T += (G[:, :, columns[continuous]] ** 2).sum(axis=2).mean(axis=0)
+    if len(continuous) < len(features):
+        base = fitted.predict(X).reshape(len(X), -1)
+        for j in (j for j in features if categorical[j]):
+            for level in range(int(cats.sizes[list(cats.columns).index(j)])):
+                Xl = X.copy()
+                Xl[:, j] = level
+                T += ((fitted.predict(Xl).reshape(len(X), -1) - base) ** 2).mean(axis=0)
+    return T
 
 
 def _restricted_fit(estimator, X: np.ndarray, y: np.ndarray, keep: list[int]) -> np.ndarray:
@@ -76,10 +94,28 @@ def _restricted_fit(estimator, X: np.ndarray, y: np.ndarray, keep: list[int]) ->
     if not keep:
         return np.full(len(y), y.mean())
     restricted = clone(estimator)
-    h = restricted.get_params()["bandwidth"]
+    params = restricted.get_params()
+    h = params["bandwidth"]
     if not isinstance(h, str) and np.ndim(h) == 1 and np.size(h) == X.shape[1]:
         restricted.set_params(bandwidth=np.asarray(h)[keep])
+    for name in ("categorical_features", "ordered_features"):
+        if name in params and np.ndim(params[name]) == 1 and len(params[name]) == X.shape[1]:
+            restricted.set_params(**{name: np.asarray(params[name])[keep]})
     return restricted.fit(X[:, keep], y).predict(X[:, keep])
+
+
+def _encoded(estimator, X):
+    """``X`` as floats (category codes) and the estimator told which features are which."""
+    cats = (
+        _categorical.resolve(estimator, X) if hasattr(estimator, "categorical_features") else None
+    )
+    if cats is None:
+        return estimator, check_array(X, dtype=np.float64), None
+    Xv = check_array(X, dtype=None, ensure_all_finite=False)
+    Xv = np.asarray(Xv, dtype=object) if Xv.dtype.kind not in "fiub" else Xv
+    Xa = cats.fit(X, Xv)
+    est = clone(estimator).set_params(categorical_features=cats.mask, ordered_features=cats.ordered)
+    return est, Xa, cats
 
 
 def significance_test(
@@ -95,14 +131,17 @@ def significance_test(
     """Test whether a kernel regression depends on some of its features.
 
     The consistent significance test of Racine (1997) and Racine, Hart & Li
-    (2006) for continuous features: the null hypothesis is that the
-    regression function ``E[y | x]`` does not depend on the features tested.
-    The statistic is the mean squared partial derivative of the fitted
+    (2006): the null hypothesis is that the regression function ``E[y | x]``
+    does not depend on the features tested.  For continuous features the
+    statistic is the mean squared partial derivative of the fitted
     regression along them,
 
     ``T = n^-1 sum_i sum_{j in features} (dm_hat/dx_j (x_i))^2``,
 
-    with exact derivatives (:meth:`NadarayaWatsonRegressor.predict_gradient`).
+    with exact derivatives (:meth:`NadarayaWatsonRegressor.predict_gradient`);
+    a categorical feature ``z`` (the estimator's ``categorical_features``)
+    adds ``n^-1 sum_i sum_l (m_hat(x_i, z = l) - m_hat(x_i, z = z_i))^2`` over
+    its categories ``l``.
     Its null distribution is bootstrapped as in the paper (method I): the
     restricted model ``m_0`` (the same estimator without the tested features;
     the mean when none remain) is fitted, ``y*_i = m_0(x_i) + u*_i`` with the
@@ -168,14 +207,14 @@ def significance_test(
         raise ValueError(f"residuals must be one of {_RESIDUALS}; got {residuals!r}.")
     if not (isinstance(n_boot, (int, np.integer)) and n_boot >= 1):
         raise ValueError(f"n_boot must be a positive integer; got {n_boot!r}.")
-    Xa = check_array(X, dtype=np.float64)
+    estimator, Xa, cats = _encoded(estimator, X)
     y = column_or_1d(y, warn=True).astype(np.float64)
     if len(y) != len(Xa):
         raise ValueError(f"X and y have different lengths: {len(Xa)} and {len(y)}.")
     tested = _feature_indices(features, X, Xa.shape[1])
     keep = [j for j in range(Xa.shape[1]) if j not in tested]
 
-    statistic = float(_statistics(estimator, Xa, y, tested)[0])
+    statistic = float(_statistics(estimator, Xa, y, tested, cats)[0])
     null_fit = _restricted_fit(estimator, Xa, y, keep)
     u = y - null_fit
     rng = check_random_state(random_state)
@@ -189,7 +228,7 @@ def significance_test(
         else:
             kind = "mammen" if residuals == "wild" else "rademacher"
             U = wild_multipliers(rng, n, b, kind) * u[:, None]
-        null.append(_statistics(estimator, Xa, null_fit[:, None] + U, tested))
+        null.append(_statistics(estimator, Xa, null_fit[:, None] + U, tested, cats))
     null = np.concatenate(null)
     pvalue = (1.0 + np.count_nonzero(null >= statistic)) / (1.0 + n_boot)
     return SignificanceResult(statistic, float(pvalue), null)

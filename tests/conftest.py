@@ -91,6 +91,48 @@ def naive_local_poly(
     return (pred[:, 0], grad[:, 0]) if y.ndim == 1 else (pred, grad)
 
 
+def naive_local_poly_std(
+    X_train, y_train, X_query, bandwidth, kernel="gaussian", degree=1, sample_weight=None
+):
+    """Local polynomial fits and standard errors from the equivalent kernel, dense.
+
+    At each query the weighted least-squares problem of ``naive_local_poly``
+    (design ``Phi`` of the monomials of ``t = (x - q) / h``, weights
+    ``W = w K``, points of zero weight dropped) is solved by the pseudo-inverse
+    ``A = (Phi' W Phi)^+``: coefficients ``beta = A Phi' W y``, hat row
+    ``l = e1' A Phi' W``.  The local variance is
+    ``sigma^2 = sum_i W_i (y_i - Phi_i beta)^2 / sum_i W_i`` and
+    ``se^2 = sigma^2 sum_i l_i^2 / w_i`` (a weight ``w_i`` is ``w_i`` repeated
+    rows, each of noise variance ``sigma^2``).  Returns the fits and standard
+    errors, each (m,) for 1-D y or (m, k).
+    """
+    X_train, X_query = np.asarray(X_train, float), np.asarray(X_query, float)
+    y = np.asarray(y_train, float)
+    Y = y.reshape(len(y), -1)
+    d = X_train.shape[1]
+    h = np.broadcast_to(np.asarray(bandwidth, float), (d,))
+    exps = [
+        np.bincount(np.array(c, dtype=int), minlength=d)
+        for k in range(degree + 1)
+        for c in itertools.combinations_with_replacement(range(d), k)
+    ]
+    w = np.ones(len(X_train)) if sample_weight is None else np.asarray(sample_weight, float)
+    fits, ses = [], []
+    for q in X_query:
+        T = (X_train - q) / h
+        W = w * PROFILES[ALIASES.get(kernel, kernel)](np.sqrt((T**2).sum(axis=1)))
+        keep = W > 0
+        Phi = np.column_stack([np.prod(T[keep] ** e, axis=1) for e in exps])
+        A = np.linalg.pinv(Phi.T @ (W[keep, None] * Phi))
+        beta = A @ Phi.T @ (W[keep, None] * Y[keep])
+        hat = (A @ Phi.T * W[keep])[0]
+        sigma2 = W[keep] @ (Y[keep] - Phi @ beta) ** 2 / W[keep].sum()
+        fits.append(hat @ Y[keep])
+        ses.append(np.sqrt(sigma2 * (hat**2 / w[keep]).sum()))
+    fits, ses = np.array(fits), np.array(ses)
+    return (fits[:, 0], ses[:, 0]) if y.ndim == 1 else (fits, ses)
+
+
 def naive_local_poly_loo(X, y, bandwidth, kernel="gaussian", degree=1, sample_weight=None):
     """Leave-one-out ``naive_local_poly`` at every training row, the row removed by index."""
     X, y = np.asarray(X, float), np.asarray(y, float)

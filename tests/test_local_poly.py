@@ -7,7 +7,7 @@ import pytest
 from numpy.testing import assert_allclose
 from sklearn import config_context
 
-import skl_nw._local_poly as local_poly
+import skl_nw._local_fit as local_fit
 from conftest import PROFILES, naive_local_poly, naive_local_poly_loo
 from skl_nw import BandwidthSearchCV, LocalPolynomialRegressor, NadarayaWatsonRegressor
 from skl_nw._kernels import kernel_names
@@ -167,7 +167,7 @@ def test_chunks_and_blocks_change_nothing(rng, monkeypatch):
     Q = rng.uniform(0, 1, (300, 2))
     reg = LocalPolynomialRegressor(bandwidth=0.2, degree=2).fit(X, y)
     expected, grad = reg.predict(Q), reg.predict_gradient(Q)
-    monkeypatch.setattr(local_poly, "_BLOCK_FLOATS", 5000)  # several blocks of queries
+    monkeypatch.setattr(local_fit, "_BLOCK_FLOATS", 5000)  # several blocks of queries
     with config_context(working_memory=0.5):  # several engine chunks per block
         assert_allclose(reg.predict(Q), expected, rtol=1e-12, atol=1e-13)
         assert_allclose(reg.predict_gradient(Q), grad, rtol=1e-11, atol=1e-12)

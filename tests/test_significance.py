@@ -94,3 +94,59 @@ def test_bad_arguments_raise(estimator, features, kwargs, match):
     X, y = _sample(3, n=20)
     with pytest.raises(ValueError, match=match):
         significance_test(estimator, X, y, features, **kwargs)
+
+
+def _categorical_sample(seed, n=60, effect=0.0):
+    """``y = sin(2 x) + effect [z = 1] + N(0, 0.5^2)``, z uniform on 3 categories."""
+    rng = np.random.default_rng(seed)
+    x, z = rng.uniform(-1, 1, n), rng.integers(0, 3, n)
+    X = np.column_stack([x, z]).astype(float)
+    return X, np.sin(2 * x) + effect * (z == 1) + rng.normal(0, 0.5, n)
+
+
+def _categorical_pvalues(effect, reps):
+    reg = NadarayaWatsonRegressor(bandwidth=[0.3, 0.3], categorical_features=[1])
+    return np.array([
+        significance_test(reg, *_categorical_sample(s, effect=effect), [1], n_boot=99,
+                          random_state=s).pvalue
+        for s in range(reps)
+    ])  # fmt: skip
+
+
+def test_categorical_statistic_equals_the_dense_differences():
+    X, y = _categorical_sample(0, effect=0.5)
+    reg = NadarayaWatsonRegressor(bandwidth=[0.4, 0.2], categorical_features=[1])
+    result = significance_test(reg, X, y, [1], n_boot=9, random_state=0)
+
+    # m(x, z = l) by the dense formula: Gaussian times Aitchison–Aitken (c = 3).
+    def m(z):
+        K = np.exp(-0.5 * ((X[:, None, 0] - X[None, :, 0]) / 0.4) ** 2)
+        K *= np.where(z[:, None] == X[None, :, 1], 0.8, 0.1)
+        return K @ y / K.sum(axis=1)
+
+    base = m(X[:, 1])
+    expected = sum(np.mean((m(np.full(len(X), level)) - base) ** 2) for level in range(3))
+    assert_allclose(result.statistic, expected, rtol=1e-9)
+    # Continuous and categorical features tested together add their parts.
+    both = significance_test(reg, X, y, [0, 1], n_boot=9, random_state=0).statistic
+    G = significance_test(reg, X, y, [0], n_boot=9, random_state=0).statistic
+    assert_allclose(both, G + expected, rtol=1e-9)
+
+
+@pytest.mark.slow
+def test_categorical_size_and_power():
+    # 200 null replications (z does not enter) and 50 under y += 0.8 [z = 1], n = 60.
+    rejected = np.mean(_categorical_pvalues(0.0, 200) <= 0.05)
+    assert 0.02 <= rejected <= 0.09
+    assert np.mean(_categorical_pvalues(0.8, 50) <= 0.05) >= 0.8
+
+
+def test_categorical_features_of_a_dataframe():
+    pd = pytest.importorskip("pandas")
+    X, y = _categorical_sample(2, effect=1.0)
+    frame = pd.DataFrame(
+        {"x": X[:, 0], "z": pd.Categorical(np.array(list("abc"))[X[:, 1].astype(int)])}
+    )
+    reg = NadarayaWatsonRegressor(bandwidth=[0.3, 0.3])
+    result = significance_test(reg, frame, y, ["z"], n_boot=49, random_state=0)
+    assert result.pvalue <= 0.05

@@ -41,6 +41,7 @@ from ._train import TrainSet, prepare_train
 __all__ = [
     "KernelSums",
     "LeaveOneOut",
+    "MixedLeaveOneOut",
     "Options",
     "TrainSet",
     "attention",
@@ -221,3 +222,6 @@ class LeaveOneOut:
         """Leave-one-out loss and gradient at bandwidths ``exp(log_factors) * bandwidth_``."""
         train = self.train.rescaled(np.exp(log_factors))
         return loo_loss_grad(train, self.kernel, rows, loss_fn, row_weights)
+
+
+from ._mixed import MixedLeaveOneOut  # noqa: E402 - it builds on LeaveOneOut's module

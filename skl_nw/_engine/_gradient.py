@@ -45,7 +45,8 @@ def loo_loss_grad(
     rows: np.ndarray,
     loss_fn: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
     row_weights: np.ndarray,
-) -> tuple[float, np.ndarray]:
+    dtables: list[np.ndarray] | None = None,
+):
     """Leave-one-out loss at training ``rows`` and its gradient in log bandwidths.
 
     Parameters
@@ -61,16 +62,25 @@ def loo_loss_grad(
         ``(P, rows) -> (losses (b,), dloss/dP (b, k))``, given the caller's rows.
     row_weights : ndarray of shape (b,)
         Weights of the rows in the loss, ``loss = sum_i r_i l_i / sum_i r_i``.
+    dtables : list of ndarray, default=None
+        With categorical features (``train.codes``): per feature, the (c, c)
+        table of ``d log L / d lambda``; the gradient in each lambda,
+        ``sum_ik e_ik dlogL(a_i, b_k)``, is then returned as well
+        (``e_ik = r_i alpha_ik R_i . (V_k - P_i)``).
 
     Returns
     -------
     loss : float
         Weighted mean leave-one-out loss over ``rows``.
     grad : ndarray of shape (n_features,)
-        Its gradient with respect to ``log h``.
+        Its gradient with respect to ``log h`` (continuous features).
+    grad_lambda : ndarray of shape (n_categorical,)
+        Only with ``dtables``: the gradient in each lambda.
     """
     stored = rows if train.inverse is None else train.inverse[rows]
     with single_threaded_blas():
+        if dtables is not None:
+            return _numpy_pass(train, kernel, stored, rows, loss_fn, row_weights, dtables)
         kernels = _dense.compiled()
         if kernels is not None and kernel.log_slope is not None:
             result = _compiled_pass(kernels, train, kernel.log_slope, stored, rows, loss_fn,
@@ -80,27 +90,36 @@ def loo_loss_grad(
         return _numpy_pass(train, kernel, stored, rows, loss_fn, row_weights)
 
 
-def _numpy_pass(train, kernel, stored, rows, loss_fn, row_weights):
+def _numpy_pass(train, kernel, stored, rows, loss_fn, row_weights, dtables=None):
     Z, V = train.X, train.values
     Zb = Z[stored]
     S = sq_distances(Zb, train, kernel)
-    B, _, _ = log_kernel_block(S, train.log_w, kernel, "nearest", stored)
+    D = None if train.codes is None else train.code_rows[stored] @ train.onehot.T
+    B, _, _ = log_kernel_block(S, train.log_w, kernel, "nearest", stored, D)
     alpha = softmax_rows(B, train.log_w)
     P = alpha @ V
     losses, R = loss_fn(P, rows)
     r = row_weights / row_weights.sum()
+    E = (R @ V.T) - np.einsum("ik,ik->i", R, P)[:, None]
+    E *= alpha
+    E *= r[:, None]
     G = kernel.dlog_profile(S)
     # At s = 0 every (z_ij - z_kj)^2 is 0: the term vanishes even where g does not
     # exist (kernels with a kink at 0), and a point outside the support has alpha = 0.
     G[(S == 0) | (alpha == 0)] = 0.0
-    C = alpha * G
-    C *= (R @ V.T) - np.einsum("ik,ik->i", R, P)[:, None]
-    C *= r[:, None]
+    C = E * G
     row_sum = C.sum(axis=1)
     col_sum = C.sum(axis=0)
     cross = np.einsum("ij,ij->j", Zb, C @ Z)
     grad = -2.0 * (row_sum @ Zb**2 + col_sum @ Z**2 - 2.0 * cross)
-    return float(r @ losses), grad
+    if dtables is None:
+        return float(r @ losses), grad
+    codes = train.codes
+    grad_lambda = np.array([
+        np.einsum("ik,ik->", E, table[codes[stored, j]][:, codes[:, j]])
+        for j, table in enumerate(dtables)
+    ])  # fmt: skip
+    return float(r @ losses), grad, grad_lambda
 
 
 def _compiled_pass(kernels, train, slope, stored, rows, loss_fn, row_weights):

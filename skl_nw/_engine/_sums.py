@@ -119,6 +119,10 @@ class _Plan:
                 self.folded = None
                 self.XT = np.ascontiguousarray(train.X.T)
                 self.offset = _dense.shifted_log_weights(train.log_w)
+        # Grouped sums of the Gaussian: distances shifted by each group's nearest point.
+        self.group_slopes = None
+        if slope is not None and grouped and train.codes is None:
+            self.group_slopes = [_power(p) * slope / f**2 for f in factors for p in powers]
         # Compact kernels sum in linear space (see _linear_sums).
         # (With discrete kernels a weight sum can vanish inside the support: log space.)
         self.linear = kernel.compact and not grouped and train.codes is None
@@ -218,10 +222,50 @@ def _dlog(kernel: Kernel, s: np.ndarray) -> np.ndarray:
     return g
 
 
+def _grouped_slope_sums(plan: _Plan, Qc: np.ndarray, own):
+    """Return grouped sums for ``log K = c s``, or None if a group's sum underflowed.
+
+    ``log K`` is largest at each group's nearest point for every factor, so
+    the distances minus that nearest one (per row and group) give terms
+    ``<= 0`` whose largest is the point's weight: one exp per factor and
+    power, no maxima of log terms (the general log-space path needs them).
+    """
+    train, m = plan.train, len(Qc)
+    S = _dense.sq_distances(Qc, train, plan.kernel)
+    S[:, ~np.isfinite(train.log_w)] = np.inf
+    if own is not None:
+        S[np.arange(m), own] = np.inf
+    nearest = np.minimum.reduceat(S, plan.starts, axis=1)
+    found = np.isfinite(nearest)
+    sizes = np.diff(np.append(plan.starts, train.n_samples))
+    S -= np.repeat(np.where(found, nearest, 0.0), sizes, axis=1)
+    offset = _dense.shifted_log_weights(train.log_w)
+    out = plan.empty(m)
+    F, P = plan.shape[:2]
+    bounds = np.append(plan.starts, train.n_samples)
+    for t, c in enumerate(plan.group_slopes):
+        f, p = divmod(t, P)
+        E = np.exp(c * S + offset)
+        with np.errstate(invalid="ignore"):  # inf * 0 where a group has no point
+            out[1][:, f, p] = np.where(found, c * nearest, -np.inf) + plan.lw_max
+        for g, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+            out[2][:, f, p, g] = _dense.weighted_sums(E[:, lo:hi], plan.V[lo:hi])
+        if plan.powers[p] == "ds":
+            out[2][:, f, p] *= plan.kernel.log_slope
+    sums = out[2][:, :, plan.plain, :, -1]
+    if ((sums < _dense.UNDERFLOW) & found[:, None, None, :]).any():
+        return None
+    return out
+
+
 def _dense_sums(plan: _Plan, chunk: slice, Qc: np.ndarray):
     train, kernel = plan.train, plan.kernel
     m = len(Qc)
     own = plan.own(chunk)
+    if plan.group_slopes is not None:
+        out = _grouped_slope_sums(plan, Qc, own)
+        if out is not None:
+            return out
     out = plan.empty(m)
     fast = plan.fast_sums(Qc, own)
     S, nearest, D = None, {}, None

@@ -131,14 +131,14 @@ class TrainSet:
         self.query_center = np.concatenate([self.center, np.zeros(self.onehot.shape[1])])
 
     def queries(self, rows=None) -> np.ndarray:
-        """The stored training rows ``rows`` (all if None) as queries (centred)."""
+        """Return the stored training rows ``rows`` (all if None) as queries (centred)."""
         X = self.X if rows is None else self.X[rows]
         if self.codes is None:
             return X
         return np.hstack([X, self.code_rows if rows is None else self.code_rows[rows]])
 
     def split(self, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        """A query block's continuous coordinates and its log-kernel rows (None without)."""
+        """Split a query block: continuous coordinates, log-kernel rows (None without)."""
         if self.codes is None:
             return Q, None
         return Q[:, : self.d], Q[:, self.d :]

@@ -1,0 +1,142 @@
+"""Leave-one-out with categorical features: every lambda from one pass over the cells.
+
+The discrete kernels are constant on each *cell* (the training points that
+share every category), so the leave-one-out sums for any lambdas are
+combinations of per-cell sums that do not depend on lambda:
+
+``S_i(lambda) = sum_g L(a_i, g; lambda) S_ig``,  ``S_ig = sum_{k in g, k != i} w_k K_ik [V_k, 1]``.
+
+One :func:`kernel_sums` call (grouped by cell, all bandwidth factors) gives
+``S_ig`` in its log-scaled form; each candidate lambda vector is then an
+``(n, F, G)`` combination.  Gradient descent works on
+``lambda = lambda_max sigmoid(theta + theta_0)``, an unconstrained transform.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _gradient
+from ._chunks import Options, budget
+from ._sums import kernel_sums
+from ._train import TrainSet, prepare_train
+
+# Largest lambda / lambda_max that gradient descent starts from (its logit is finite).
+_EDGE = 1e-6
+
+
+class MixedLeaveOneOut:
+    """The search protocol (see :class:`skl_nw._engine.LeaveOneOut`) for mixed data.
+
+    ``predictions`` also takes ``lambdas``, an (L, n_categorical) array of
+    candidate lambda vectors (the continuous bandwidths scaled by ``factors``
+    as usual): it then returns (L, F, n, k) predictions from one pass.
+    ``loss_grad`` takes ``theta`` of shape (n_features,): the log factor of
+    each continuous bandwidth, and the transformed lambda of each categorical
+    feature; ``bandwidth_at(theta)`` maps it to a bandwidth vector.
+    """
+
+    def __init__(self, base, kernels, bandwidth: np.ndarray, mask: np.ndarray):
+        self.base, self.kernels = base, kernels
+        self.train: TrainSet = base.train
+        self.targets = base.targets
+        self.bandwidth, self.mask = np.asarray(bandwidth, float), np.asarray(mask, bool)
+        train = self.train
+        self.sizes = np.diff(np.append(train.offsets, train.onehot.shape[1]))
+        self.max = np.array([k.max_lambda(c) for k, c in zip(kernels, self.sizes, strict=True)])
+        self.codes = train.to_caller(train.codes)
+        self.cells, self.cell_of = np.unique(self.codes, axis=0, return_inverse=True)
+        self.cell_of = self.cell_of.ravel()
+        self._cellset = None
+
+    def fits(self, factors, n_jobs=None):
+        return self.base.fits(factors, n_jobs)
+
+    def tables(self, lambdas, derivative: bool = False) -> list[np.ndarray]:
+        """Per categorical feature, the (c, c) table of ``log L`` (or ``d log L / d lambda``)."""
+        out = []
+        for kernel, lam, c in zip(self.kernels, lambdas, self.sizes, strict=True):
+            a = np.arange(c)
+            dist = np.abs(a[:, None] - a) if kernel.ordered else (a[:, None] != a).astype(float)
+            fn = kernel.dlog_dlambda if derivative else kernel.log_value
+            out.append(np.asarray(fn(lam, c, dist), dtype=np.float64))
+        return out
+
+    def predictions(self, factors, n_jobs=None, rows=None, lambdas=None) -> np.ndarray:
+        """Leave-one-out predictions (F, n, k), or (L, F, n, k) for candidate ``lambdas``."""
+        if lambdas is None:
+            return self.base.predictions(factors, n_jobs=n_jobs, rows=rows)
+        lambdas = np.atleast_2d(np.asarray(lambdas, dtype=np.float64))
+        rows = np.arange(self.train.n_samples) if rows is None else np.asarray(rows)
+        G, k1 = len(self.cells), self.targets.shape[1] + 1
+        out = np.empty((len(lambdas), len(factors), len(rows), k1 - 1))
+        _, mib = budget(Options())
+        block = max(1, int(mib * 2**20 / (8 * 3 * len(factors) * G * k1)))
+        tables = [self.tables(lam) for lam in lambdas]
+        for start in range(0, len(rows), block):
+            part = rows[start : start + block]
+            sums = kernel_sums(
+                None, self._cells(), self.base.kernel, factors=factors, grouped=True,
+                loo=True, rows=part, fallback=self.base.fallback,
+                options=Options(rtol=self.base.rtol, n_jobs=n_jobs),
+            )  # fmt: skip
+            log_scale, scaled = sums.log_scale[:, :, 0], sums.scaled[:, :, 0]  # (b, F, G[, k1])
+            for t, table in enumerate(tables):
+                logL = self._cell_log(table, part)  # (b, G)
+                terms = log_scale + logL[:, None, :]
+                top = terms.max(axis=2, keepdims=True)
+                e = np.exp(terms - np.where(np.isfinite(top), top, 0.0))
+                S = np.einsum("bfg,bfgk->bfk", e, scaled)
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    P = S[..., :-1] / np.where(S[..., -1:] > 0, S[..., -1:], np.nan)
+                out[t, :, start : start + len(part)] = (P * sums.value_scale[:-1]).transpose(
+                    1, 0, 2
+                )
+        return out
+
+    def _cells(self) -> TrainSet:
+        """Return the continuous training set grouped by cell (built on first need)."""
+        if self._cellset is None:
+            t = self.train
+            self._cellset = prepare_train(
+                t.to_caller(t.X), log_w=t.to_caller(t.log_w), values=self.targets,
+                groups=self.cell_of,
+            )  # fmt: skip
+        return self._cellset
+
+    def _cell_log(self, tables, rows) -> np.ndarray:
+        """``log L(a_i, g)`` between training rows ``rows`` and every cell: (b, G)."""
+        logL = np.zeros((len(rows), len(self.cells)))
+        for j, table in enumerate(tables):
+            logL += table[self.codes[rows, j]][:, self.cells[:, j]]
+        return logL
+
+    # ------------------------------------------------------------- gradient descent
+    def _split(self, theta: np.ndarray):
+        theta = np.asarray(theta, dtype=np.float64)
+        start = np.clip(self.bandwidth[self.mask] / np.where(self.max > 0, self.max, 1.0),
+                        _EDGE, 1 - _EDGE)  # fmt: skip
+        s = 1.0 / (1.0 + np.exp(-(theta[self.mask] + np.log(start / (1 - start)))))
+        return np.exp(theta[~self.mask]), self.max * s, self.max * s * (1 - s)
+
+    def bandwidth_at(self, theta: np.ndarray) -> np.ndarray:
+        """Return the bandwidth vector that ``theta`` stands for."""
+        factors, lambdas, _ = self._split(theta)
+        h = self.bandwidth.copy()
+        h[~self.mask] *= factors
+        h[self.mask] = lambdas
+        return h
+
+    def loss_grad(self, theta, rows, loss_fn, row_weights):
+        """Leave-one-out loss at ``rows`` and its gradient in ``theta`` (n_features,)."""
+        factors, lambdas, dlam = self._split(theta)
+        train = self.train.rescaled(factors)
+        tables = self.tables(lambdas)
+        train.code_rows = np.hstack([tab[train.codes[:, j]] for j, tab in enumerate(tables)])
+        dtables = self.tables(lambdas, derivative=True)
+        loss, grad_h, grad_lam = _gradient.loo_loss_grad(
+            train, self.base.kernel, rows, loss_fn, row_weights, dtables=dtables
+        )
+        grad = np.empty(len(self.mask))
+        grad[~self.mask], grad[self.mask] = grad_h, grad_lam * dlam
+        return loss, grad

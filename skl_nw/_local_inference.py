@@ -1,0 +1,99 @@
+"""Standard errors and intervals of a local polynomial fit: the hooks of the inference mixin.
+
+A local polynomial fit is a linear smoother: at a query ``q`` it predicts
+``sum_i l_i(q) y_i`` with the equivalent-kernel weights
+``l_i(q) = w_i K_i phi(x_i - q) . a(q) / sum_j w_j K_j``, where
+``a = G^-1 e_1`` solves the local problem (:func:`skl_nw._local_fit.solve`,
+its degree reduction included).  :class:`_LocalInferenceMixin` implements the
+hooks of :class:`skl_nw._inference_api._SmootherInferenceMixin` from the same
+moment sums as ``predict``; the estimator provides ``_local``,
+``_coefficients``, ``_fit_degree`` and ``_gradient``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn import get_config
+
+from . import _engine
+from ._inference import local_constant_std, local_residual_variance, sandwich_factor
+from ._inference_api import _FEW_COLUMNS, _SmootherInferenceMixin
+from ._local_fit import Moments, fit_local, gram_index, monomials, npar
+
+
+class _LocalInferenceMixin(_SmootherInferenceMixin):
+    """The hooks of :class:`_SmootherInferenceMixin` for a local polynomial fit."""
+
+    def _targets(self) -> tuple[np.ndarray, np.ndarray]:
+        """Training targets (n, k) and sample weights (n,), caller order."""
+        train = self._train
+        return train.to_caller(train.values), np.exp(train.to_caller(train.log_w))
+
+    def _training_queries(self) -> np.ndarray:
+        """Return the scaled training inputs, caller order (the in-sample queries)."""
+        train = self._train
+        return train.to_caller(train.queries()) + train.query_center
+
+    def _smooth(self, Q: np.ndarray | None, V: np.ndarray) -> np.ndarray:
+        """Apply the smoother to value columns ``V`` (n, c): (m, c); Q=None: training points."""
+        Q = self._training_queries() if Q is None else Q
+        if V.shape[1] <= _FEW_COLUMNS:
+            return self._coefficients(Q, V)[:, 0]
+        # Many columns (bootstrap replicates): the equivalent-kernel weights of a
+        # chunk of queries times V, one BLAS product, instead of moments per column.
+        n = V.shape[0]
+        rows = max(1, int(get_config()["working_memory"] * 2**20 // (16 * max(n, 1))))
+        out = np.empty((len(Q), V.shape[1]))
+        for start in range(0, len(Q), rows):
+            out[start : start + rows] = self._equivalent_kernel(Q[start : start + rows]) @ V
+        return out
+
+    def _equivalent_kernel(self, Q: np.ndarray):
+        """Weights ``l_i(q)`` of each query on each training point: (m, n), CSR on trees.
+
+        The attention weights ``w_i K_i / D`` times the fitted polynomial
+        ``a . phi(x_i - q)``, written in raw monomials of the centred training
+        inputs (``phi(z - q) = T phi(z)``: the expansion of the moment sums).
+        """
+        train, d = self._train, self._train.d
+        degree = self._fit_degree()
+        mom = Moments(d, 2 * degree, degree)
+        k = train.values.shape[1]
+        a_raw = np.empty((len(Q), npar(d, degree)))
+        for block, q, sums in self._local(Q, mom):
+            a = fit_local(mom, *mom.read(sums, 0, 0, k), q, degree)[1]
+            a_raw[block] = np.einsum("mab,ma->mb", mom.yshift.matrix(q), a)
+        Phi = monomials(train.to_caller(train.X), degree)
+        L = _engine.attention(Q, train, self._kernel, sparse=bool(train.trees),
+                              options=self._options())  # fmt: skip
+        if not train.trees:
+            return L * (a_raw @ Phi.T)
+        rows = np.repeat(np.arange(L.shape[0]), np.diff(L.indptr))
+        L.data *= np.einsum("ep,ep->e", a_raw[rows], Phi[L.indices])
+        return L
+
+    def _mean_std(self, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Fit and pointwise standard error at the scaled queries: two (m, k) arrays.
+
+        One pass of kernel powers 1 and 2 over the value columns of the fit and
+        ``(y - c)^2`` (``c`` the mean target, against cancellation).
+        """
+        Y, w = self._targets()
+        k, d = Y.shape[1], self._train.d
+        center = Y[w > 0].mean(axis=0)
+        degree = self._fit_degree()
+        mom = Moments(d, 2 * degree, degree)
+        gi, P = gram_index(d, degree), npar(d, degree)
+        mean, std = np.empty((len(Q), k)), np.empty((len(Q), k))
+        extra = (Y - center) ** 2
+        for block, q, sums in self._local(Q, mom, powers=(1, 2), extra=extra):
+            if degree == 0:  # the value columns of Nadaraya–Watson's: its formula
+                mean[block], std[block] = local_constant_std(sums, k, center)
+                continue
+            coef, a, Mq, Bq = fit_local(mom, *mom.read(sums, 0, 0, k), q, degree)
+            second = Moments.columns(sums, 0, 0)[:, -1 - k : -1]
+            sigma2 = local_residual_variance(Mq[:, gi], Bq[:, :P], second, coef, center)
+            M2 = mom.shift(mom.read(sums, 0, 1, k)[0], q)  # sum w K^2 t^g / D^2
+            mean[block] = coef[:, 0]
+            std[block] = np.sqrt(sandwich_factor(a, M2[:, gi])[:, None] * sigma2)
+        return mean, std

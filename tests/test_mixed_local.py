@@ -1,0 +1,97 @@
+"""Local polynomial fits and inference with categorical features, against dense formulas.
+
+The categories enter through the weights only (``w_i K(u_i) L(q, x_i)``); the
+local polynomial is in the continuous features.  statsmodels' local-linear
+``KernelReg`` also puts the category codes into the local basis, so it is no
+reference here: the oracle is the weighted least-squares problem itself.
+"""
+
+import numpy as np
+import pytest
+
+from skl_nw import LocalPolynomialRegressor, NadarayaWatsonRegressor
+
+
+def _data(n=150, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(0, 3, (n, 2))
+    u = rng.integers(0, 3, n)
+    y = np.sin(x[:, 0]) + 0.5 * x[:, 1] + 0.5 * u + rng.normal(0, 0.2, n)
+    X = np.column_stack([x, u]).astype(float)
+    Q = np.column_stack([rng.uniform(0, 3, (7, 2)), [0, 1, 2, 0, 1, 2, 5]]).astype(float)
+    return X, y, Q  # the last query's category (5) was never seen
+
+
+def _weights(X, q, h, lam):
+    """Gaussian product kernel times the Aitchison–Aitken kernel (3 categories)."""
+    K = np.exp(-0.5 * (((X[:, :2] - q[:2]) / h) ** 2).sum(axis=1))
+    return K * np.where(X[:, 2] == q[2], 1 - lam, lam / 2)
+
+
+def _basis(D, degree):
+    cols = [np.ones(len(D))]
+    if degree >= 1:
+        cols += [D[:, 0], D[:, 1]]
+    if degree >= 2:
+        cols += [D[:, 0] ** 2, D[:, 0] * D[:, 1], D[:, 1] ** 2]
+    return np.column_stack(cols)
+
+
+@pytest.mark.parametrize("degree", [0, 1, 2])
+def test_local_fit_and_slopes_equal_weighted_least_squares(degree):
+    X, y, Q = _data()
+    h, lam = np.array([0.5, 0.6]), 0.2
+    est = LocalPolynomialRegressor([*h, lam], degree=degree, categorical_features=[2]).fit(X, y)
+    pred, grad = est.predict(Q), est.predict_gradient(Q)
+    assert grad.shape == (len(Q), 2)  # continuous features only
+    for t, q in enumerate(Q):
+        w = _weights(X, q, h, lam)
+        B = _basis(X[:, :2] - q[:2], degree)
+        beta = np.linalg.solve(B.T @ (w[:, None] * B), B.T @ (w * y))
+        assert pred[t] == pytest.approx(beta[0], abs=1e-10)
+        if degree >= 1:
+            np.testing.assert_allclose(grad[t], beta[1:3], atol=1e-8)
+
+
+def test_local_leave_one_out_equals_refits():
+    X, y, _ = _data(90)
+    params = {"bandwidth": [0.5, 0.6, 0.2], "categorical_features": [2]}
+    P = LocalPolynomialRegressor(**params).fit(X, y)._leave_one_out().predictions([1.0])[0, :, 0]
+    for i in range(0, len(X), 9):
+        keep = np.arange(len(X)) != i
+        ref = LocalPolynomialRegressor(**params).fit(X[keep], y[keep]).predict(X[i : i + 1])
+        assert P[i] == pytest.approx(ref[0], abs=1e-10)
+
+
+def test_standard_errors_with_categories():
+    X, y, Q = _data()
+    h, lam = np.array([0.5, 0.6]), 0.3
+    est = NadarayaWatsonRegressor([*h, lam], categorical_features=[2]).fit(X, y)
+    mean, std = est.predict(Q, return_std=True)
+    for t, q in enumerate(Q):
+        w = _weights(X, q, h, lam)
+        alpha = w / w.sum()
+        f = alpha @ y
+        sigma2 = alpha @ (y - f) ** 2
+        assert mean[t] == pytest.approx(f, abs=1e-12)
+        assert std[t] == pytest.approx(np.sqrt(sigma2 * (w**2).sum() / w.sum() ** 2), rel=1e-9)
+    # The local linear fit's: finite, positive, and its mean the plain prediction.
+    lp = LocalPolynomialRegressor([*h, lam], categorical_features=[2]).fit(X, y)
+    mean, std = lp.predict(Q, return_std=True)
+    np.testing.assert_allclose(mean, lp.predict(Q), atol=1e-12)
+    assert np.all(np.isfinite(std)) and np.all(std > 0)
+    low, high = lp.predict_interval(Q, method="normal").T
+    np.testing.assert_allclose((low + high) / 2, mean, atol=1e-12)
+
+
+def test_gradient_of_nadaraya_watson_with_categories():
+    X, y, Q = _data()
+    est = NadarayaWatsonRegressor([0.5, 0.6, 0.2], categorical_features=[2]).fit(X, y)
+    grad = est.predict_gradient(Q)
+    assert grad.shape == (len(Q), 2)
+    step = 1e-6
+    for j in range(2):
+        e = np.zeros(3)
+        e[j] = step
+        numeric = (est.predict(Q + e) - est.predict(Q - e)) / (2 * step)
+        np.testing.assert_allclose(grad[:, j], numeric, rtol=1e-6, atol=1e-7)
