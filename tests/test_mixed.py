@@ -386,3 +386,15 @@ def test_parzen_class_densities_match_statsmodels_kdemultivariate(rng, kinds):
     K = naive_mixed_kernel(X, Q, bw, kinds)
     norm = np.prod(bw[[k == "c" for k in kinds]]) * np.sqrt(2 * np.pi) ** kinds.count("c")
     assert_allclose(np.exp(got), K @ onehot(labels, [0, 1, 2]) / 40 / norm, rtol=1e-10)
+
+
+def test_unseen_label_of_a_declared_order_is_an_error():
+    order = ["S", "M", "L"]
+    X = pd.DataFrame({
+        "x": [0.0, 1.0, 2.0, 3.0],
+        "size": pd.Categorical(["S", "M", "L", "M"], categories=order, ordered=True),
+    })  # fmt: skip
+    est = NadarayaWatsonRegressor(bandwidth=[1.0, 0.3]).fit(X, [1.0, 2.0, 3.0, 4.0])
+    wider = pd.Categorical(["XL"], categories=[*order, "XL"], ordered=True)
+    with pytest.raises(ValueError, match="Ordered feature 1 has the value 'XL'"):
+        est.predict(pd.DataFrame({"x": [1.0], "size": wider}))
