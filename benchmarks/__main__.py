@@ -16,6 +16,7 @@ BENCHMARKS = {
     "engine": "benchmarks.bench_engine",
     "inference": "benchmarks.bench_inference",
     "local_poly": "benchmarks.bench_local_poly",
+    "mixed": "benchmarks.bench_mixed",
     "mixed_search": "benchmarks.bench_mixed_search",
     "search": "benchmarks.bench_search",
     "search_backend": "benchmarks.bench_search_backend",

@@ -186,7 +186,9 @@ class _NWBase(BaseEstimator):
             )
         h = np.broadcast_to(h.astype(np.float64), (n_features,)).copy()
         cats = getattr(self, "_categories", None)
-        continuous = h if cats is None else h[~cats.mask]
+        # All features (a per-feature array holds lambdas too), or the continuous ones only.
+        whole = cats is not None and n_features == cats.mask.size
+        continuous = h[~cats.mask] if whole else h
         if not (np.all(np.isfinite(h)) and np.all(continuous > 0)):
             raise ValueError(f"bandwidth must be finite and positive; got {h}.")
         return h

@@ -95,7 +95,17 @@ def _missing(values: np.ndarray) -> np.ndarray:
         return np.isnan(values)
     if values.dtype.kind != "O":
         return np.zeros(len(values), bool)
-    return np.array([v is None or (isinstance(v, float) and v != v) for v in values], bool)
+    return np.array([_is_missing(v) for v in values], bool)
+
+
+def _is_missing(v) -> bool:
+    """None, NaN, NaT or ``pandas.NA`` (whose comparisons are themselves NA)."""
+    if v is None:
+        return True
+    try:
+        return bool(v != v)
+    except TypeError:
+        return True
 
 
 class Categories:

@@ -239,7 +239,9 @@ class _DensityMixin:
         The weighted kernel density estimate of each class,
         ``p(x | c) = sum_{i in c} w_i K(u_i) / (W_c prod_j h_j) * c_d``, with
         ``W_c`` the class's total sample weight and ``c_d`` the kernel's
-        normalising constant in ``d`` dimensions.
+        normalising constant in ``d`` dimensions.  With categorical features,
+        ``K`` also multiplies their discrete kernels, and ``d`` and the
+        ``h_j`` count the continuous features only.
 
         Parameters
         ----------
@@ -265,8 +267,11 @@ class _DensityMixin:
         # sum_{i in c} w'_i K_i / T_c = sum_{i in c} w_i K_i / W_c either way.
         w = np.exp(train.log_w)
         T = np.add.reduceat(w, train.starts) if len(w) else np.zeros(len(train.starts))
-        d = Q.shape[1]
-        const = kernel.log_normalizer(d) - np.log(self.bandwidth_).sum()
+        # Continuous features only: the discrete kernels enter unnormalised (as in
+        # statsmodels' KDEMultivariate), and their bandwidths are lambdas, not widths.
+        cont = ~self.is_categorical_
+        d = int(cont.sum())
+        const = (kernel.log_normalizer(d) if d else 0.0) - np.log(self.bandwidth_[cont]).sum()
         with np.errstate(divide="ignore", invalid="ignore"):
             L = L - np.log(T) + const
         return np.where(np.isnan(L), -np.inf, L)

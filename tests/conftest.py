@@ -433,3 +433,53 @@ def rng(request):
     """A generator seeded from the test's name: reproducible, independent per test."""
     seed = zlib.crc32(request.node.nodeid.encode())
     return np.random.default_rng(seed)
+
+
+# Discrete kernels L(a, b; lambda) of mixed data, written from their definitions:
+# (name, ordered) -> function of the codes a (queries), b (training), lambda and c categories.
+DISCRETE_KERNELS = {
+    ("aitchison_aitken", False): lambda a, b, lam, c: np.where(a == b, 1 - lam, lam / (c - 1)),
+    ("li_racine", False): lambda a, b, lam, c: np.where(a == b, 1.0, lam),
+    ("wang_van_ryzin", True): lambda a, b, lam, c: np.where(
+        a == b, 1 - lam, 0.5 * (1 - lam) * lam ** np.abs(a - b)
+    ),
+    ("li_racine", True): lambda a, b, lam, c: lam ** np.abs(a - b),
+}
+
+
+def naive_mixed_kernel(
+    X_train, X_query, bandwidth, kinds, kernel="gaussian", categorical_kernel="aitchison_aitken",
+    ordered_kernel="wang_van_ryzin", n_categories=None,
+):  # fmt: skip
+    """Dense (m, n) product kernel on mixed data, in linear space.
+
+    ``kinds`` holds one letter per feature, as statsmodels' ``var_type``:
+    ``"c"`` continuous, ``"u"`` unordered and ``"o"`` ordered categorical
+    (columns of numeric codes; ordered ones compared by their difference).
+    ``bandwidth`` holds ``h`` for continuous features and ``lambda`` for
+    categorical ones.  The continuous profile takes the scaled distance of the
+    continuous features together; each categorical feature multiplies in its
+    discrete kernel, ``c`` being ``n_categories[j]`` or the number of distinct
+    training values of feature ``j``.
+    """
+    X_train, X_query = np.asarray(X_train, float), np.asarray(X_query, float)
+    bandwidth = np.broadcast_to(np.asarray(bandwidth, float), (len(kinds),))
+    cont = np.array([k == "c" for k in kinds])
+    u = scaled_distances(X_train[:, cont], X_query[:, cont], bandwidth[cont])
+    K = PROFILES[ALIASES.get(kernel, kernel)](u)
+    for j, kind in enumerate(kinds):
+        if kind == "c":
+            continue
+        name = ordered_kernel if kind == "o" else categorical_kernel
+        c = len(np.unique(X_train[:, j])) if n_categories is None else n_categories[j]
+        a, b = X_query[:, j][:, None], X_train[:, j][None, :]
+        K = K * DISCRETE_KERNELS[name, kind == "o"](a, b, bandwidth[j], c)
+    return K
+
+
+def naive_mixed_weights(X_train, X_query, bandwidth, kinds, sample_weight=None, **kernels):
+    """Dense (m, n) attention weights ``w_i K_i / sum_j w_j K_j`` of ``naive_mixed_kernel``."""
+    K = naive_mixed_kernel(X_train, X_query, bandwidth, kinds, **kernels)
+    if sample_weight is not None:
+        K = K * np.asarray(sample_weight, float)[None, :]
+    return K / K.sum(axis=1, keepdims=True)

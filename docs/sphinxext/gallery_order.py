@@ -10,6 +10,7 @@ ORDER = [
     "plot_consistency.py",
     "plot_unit_sphere.py",
     "plot_diabetes_pipeline.py",
+    "plot_mixed_data.py",
     "plot_relevance_determination.py",
     "plot_confidence_bands.py",
     "plot_significance_test.py",

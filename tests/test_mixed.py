@@ -1,0 +1,400 @@
+"""Mixed data: categorical and ordered features against independent references.
+
+References: statsmodels' ``KernelReg`` and ``KDEMultivariate`` (whose
+``var_type`` letters ``"c"``, ``"u"``, ``"o"`` the data helpers below share),
+the dense oracle of ``conftest.py`` (``naive_mixed_kernel``), and the limits of
+the discrete kernels written as plain fits on subsets of the data.
+"""
+
+import numpy as np
+import pandas as pd
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.compose import ColumnTransformer
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from conftest import PROFILES, naive_mixed_kernel, naive_mixed_weights, onehot
+from skl_nw import NadarayaWatsonRegressor, ParzenClassifier
+
+LEVELS = {"u": 4, "o": 5}
+# Our kernel names -> statsmodels' ukertype and okertype (Li-Racine: its "*_reg" kernels).
+UKERTYPE = {"aitchison_aitken": "aitchisonaitken", "li_racine": "aitchison_aitken_reg"}
+OKERTYPE = {"wang_van_ryzin": "wangryzin", "li_racine": "wangryzin_reg"}
+KERNEL_PAIRS = [("aitchison_aitken", "wang_van_ryzin"), ("li_racine", "li_racine")]
+
+
+def _columns(rng, kinds, n):
+    """Continuous N(0, 1) columns and consecutive integer codes, every level present."""
+    cols = [
+        rng.normal(size=n) if k == "c" else rng.permutation(np.arange(n) % LEVELS[k]) for k in kinds
+    ]
+    return np.column_stack(cols).astype(float)
+
+
+def _mixed_data(rng, kinds, n=80, m=20):
+    X = _columns(rng, kinds, n)
+    y = rng.normal(scale=0.1, size=n)
+    for j, k in enumerate(kinds):
+        effect = (
+            np.sin(2 * X[:, j]) if k == "c" else rng.normal(size=LEVELS[k])[X[:, j].astype(int)]
+        )
+        y += effect
+    Q = np.column_stack([
+        rng.normal(size=m) if k == "c" else rng.integers(0, LEVELS[k], m) for k in kinds
+    ]).astype(float)  # fmt: skip
+    return X, y, Q
+
+
+def _bandwidth(kinds, h=0.5, lam_u=0.3, lam_o=0.4):
+    return np.array([{"c": h, "u": lam_u, "o": lam_o}[k] for k in kinds])
+
+
+def _params(kinds, categorical_kernel="aitchison_aitken", ordered_kernel="wang_van_ryzin"):
+    return {
+        "categorical_features": [j for j, k in enumerate(kinds) if k == "u"],
+        "ordered_features": [j for j, k in enumerate(kinds) if k == "o"],
+        "categorical_kernel": categorical_kernel,
+        "ordered_kernel": ordered_kernel,
+    }
+
+
+def _params_one(kinds, kind, kernel):
+    """``_params`` with ``kernel`` for the features of ``kind`` ("u" or "o")."""
+    return _params(
+        kinds, **{"u": {"categorical_kernel": kernel}, "o": {"ordered_kernel": kernel}}[kind]
+    )
+
+
+def _oracle_predict(X, y, Q, bandwidth, kinds, sample_weight=None, **kernels):
+    return naive_mixed_weights(X, Q, bandwidth, kinds, sample_weight, **kernels) @ y
+
+
+# ------------------------------------------------------------------ references
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # statsmodels' random-state notice
+@pytest.mark.parametrize("kinds", ["cu", "co", "cuo", "uo"])
+@pytest.mark.parametrize(("categorical_kernel", "ordered_kernel"), KERNEL_PAIRS)
+def test_matches_statsmodels_kernelreg(rng, kinds, categorical_kernel, ordered_kernel):
+    from statsmodels.nonparametric.kernel_regression import KernelReg
+
+    X, y, Q = _mixed_data(rng, kinds)
+    bw = _bandwidth(kinds)
+    kr = KernelReg(
+        y, X, kinds, reg_type="lc", bw=bw,
+        ukertype=UKERTYPE[categorical_kernel], okertype=OKERTYPE[ordered_kernel],
+    )  # fmt: skip
+    expected = kr.fit(Q)[0]
+    assert np.ptp(expected) > 0.5  # the categories matter
+    for algorithm in ["brute", "kd_tree", "ball_tree"]:
+        est = NadarayaWatsonRegressor(
+            bandwidth=bw, algorithm=algorithm, **_params(kinds, categorical_kernel, ordered_kernel)
+        )
+        got = est.fit(X, y).predict(Q)
+        assert_allclose(got, expected, rtol=1e-8, err_msg=algorithm)
+
+
+@pytest.mark.parametrize("kernel", sorted(PROFILES))
+@pytest.mark.parametrize("algorithm", ["brute", "kd_tree"])
+def test_every_kernel_matches_mixed_oracle(rng, kernel, algorithm):
+    kinds = "cuco"
+    X, y, Q = _mixed_data(rng, kinds)
+    w = rng.uniform(0.2, 2.0, len(X))
+    bw = _bandwidth(kinds, h=2.5)  # every query has neighbours inside a compact support
+    est = NadarayaWatsonRegressor(
+        bandwidth=bw, kernel=kernel, algorithm=algorithm, **_params(kinds)
+    )
+    est.fit(X, y, sample_weight=w)
+    expected = naive_mixed_weights(X, Q, bw, kinds, w, kernel=kernel)
+    assert_allclose(est.predict(Q), expected @ y, rtol=1e-10)
+    assert_allclose(est.attention_weights(Q), expected, rtol=1e-10, atol=1e-14)
+
+
+# ------------------------------------------------------------------ lambda and its limits
+@pytest.mark.parametrize(
+    ("kind", "kernel"),
+    [("u", "aitchison_aitken"), ("u", "li_racine"), ("o", "wang_van_ryzin"), ("o", "li_racine")],
+)
+def test_lambda_zero_fits_each_category_separately(rng, kind, kernel):
+    kinds = "c" + kind
+    X, y, Q = _mixed_data(rng, kinds)
+    est = NadarayaWatsonRegressor(bandwidth=[0.5, 0.0], **_params_one(kinds, kind, kernel))
+    est.fit(X, y)
+    got = est.predict(Q)
+    for level in range(LEVELS[kind]):
+        rows, queries = X[:, 1] == level, Q[:, 1] == level
+        alone = NadarayaWatsonRegressor(bandwidth=0.5).fit(X[rows, :1], y[rows])
+        assert_allclose(got[queries], alone.predict(Q[queries, :1]), rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("kind", "kernel", "lam"),
+    [("u", "aitchison_aitken", 3 / 4), ("u", "li_racine", 1.0), ("o", "li_racine", 1.0)],
+)
+def test_largest_lambda_ignores_the_feature(rng, kind, kernel, lam):
+    kinds = "c" + kind + "c"
+    X, y, Q = _mixed_data(rng, kinds)
+    params = _params_one(kinds, kind, kernel)
+    got = NadarayaWatsonRegressor(bandwidth=[0.5, lam, 0.7], **params).fit(X, y).predict(Q)
+    without = NadarayaWatsonRegressor(bandwidth=[0.5, 0.7]).fit(X[:, [0, 2]], y)
+    assert_allclose(got, without.predict(Q[:, [0, 2]]), rtol=1e-12)
+
+
+def test_lambda_zero_without_a_matching_row_takes_the_fewest_mismatches(rng):
+    # No training row has the query's categories (0, 0): at lambda = 0 the rows
+    # that differ in one categorical feature count (the lambda -> 0 limit).
+    kinds = "cuu"
+    X, y, _ = _mixed_data(rng, kinds, n=120)
+    keep = ~((X[:, 1] == 0) & (X[:, 2] == 0))
+    X, y = X[keep], y[keep]
+    Q = np.column_stack([rng.normal(size=10), np.zeros(10), np.zeros(10)])
+    for kernel in ["aitchison_aitken", "li_racine"]:
+        est = NadarayaWatsonRegressor(bandwidth=[0.5, 0.0, 0.0], **_params(kinds, kernel))
+        got = est.fit(X, y).predict(Q)
+        one_off = (X[:, 1] == 0) | (X[:, 2] == 0)
+        alone = NadarayaWatsonRegressor(bandwidth=0.5).fit(X[one_off, :1], y[one_off])
+        assert np.all(np.isfinite(got))
+        # -1e8 stands for log 0: the continuous log-weights beside it keep ~8 digits.
+        assert_allclose(got, alone.predict(Q[:, :1]), rtol=1e-6)
+
+
+def test_default_lambdas_follow_the_rate(rng):
+    kinds = "cuco"
+    X, y, _ = _mixed_data(rng, kinds, n=100)
+    est = NadarayaWatsonRegressor(**_params(kinds)).fit(X, y)
+    rate = 100 ** (-2 / (2 + 4))  # q = 2 continuous features
+    assert_allclose(est.bandwidth_[[1, 3]], [3 / 4 * rate, 1.0 * rate])
+    scalar = NadarayaWatsonRegressor(bandwidth=0.8, **_params(kinds)).fit(X, y)
+    assert_allclose(scalar.bandwidth_, [0.8, 3 / 4 * rate, 0.8, rate])
+    assert_array_equal(est.is_categorical_, [False, True, False, True])
+    assert_array_equal(est.is_ordered_, [False, False, False, True])
+
+
+def test_wang_van_ryzin_rejects_lambda_one(rng):
+    X, y, _ = _mixed_data(rng, "co")
+    est = NadarayaWatsonRegressor(bandwidth=[0.5, 1.0], **_params("co"))
+    with pytest.raises(ValueError, match=r"categorical feature 1 .*wang_van_ryzin.*\[0, 1\)"):
+        est.fit(X, y)
+
+
+@pytest.mark.parametrize(
+    ("kinds", "kernel", "lam"),
+    [("cu", "aitchison_aitken", 0.8), ("cu", "li_racine", 1.5), ("cu", "aitchison_aitken", -0.1),
+     ("co", "wang_van_ryzin", 1.2), ("co", "li_racine", -1e-3)],
+)  # fmt: skip
+def test_lambda_outside_its_range_names_the_feature(rng, kinds, kernel, lam):
+    X, y, _ = _mixed_data(rng, "c" + kinds)
+    params = _params_one("c" + kinds, kinds[1], kernel)
+    est = NadarayaWatsonRegressor(bandwidth=[0.5, 0.5, lam], **params)
+    with pytest.raises(ValueError, match=f"categorical feature 2 .*{kernel}"):
+        est.fit(X, y)
+
+
+# ------------------------------------------------------------------ categories
+def test_unseen_unordered_category_takes_the_otherwise_branch(rng):
+    kinds = "cuo"
+    X, y, Q = _mixed_data(rng, kinds)
+    Q[::2, 1] = 9  # a label no training row has
+    for pair in KERNEL_PAIRS:
+        kernels = dict(zip(["categorical_kernel", "ordered_kernel"], pair, strict=True))
+        bw = _bandwidth(kinds)
+        est = NadarayaWatsonRegressor(bandwidth=bw, **_params(kinds, *pair)).fit(X, y)
+        expected = _oracle_predict(X, y, Q, bw, kinds, n_categories=[0, 4, 5], **kernels)
+        assert_allclose(est.predict(Q), expected, rtol=1e-10)
+
+
+def test_unseen_ordered_label_sits_between_its_sorted_neighbours(rng):
+    X, y, _ = _mixed_data(rng, "co", n=60)
+    labels = np.array([10, 20, 40, 50, 80])
+    X_labels = np.column_stack([X[:, 0], labels[X[:, 1].astype(int)]])
+    Q = np.array([[0.1, 30], [0.2, 5], [-0.3, 90], [0.0, 20]])
+    Q_codes = np.array([[0.1, 1.5], [0.2, -0.5], [-0.3, 4.5], [0.0, 1.0]])
+    for kernel in ["wang_van_ryzin", "li_racine"]:
+        bw = [0.5, 0.4]
+        est = NadarayaWatsonRegressor(bandwidth=bw, **_params("co", ordered_kernel=kernel))
+        got = est.fit(X_labels, y).predict(Q)
+        assert_array_equal(est.categories_[0], labels)
+        expected = _oracle_predict(X, y, Q_codes, bw, "co", ordered_kernel=kernel)
+        assert_allclose(got, expected, rtol=1e-10)
+
+
+def _with_missing(X, value):
+    X = X.astype(object)
+    X[3, 1] = value
+    return X
+
+
+@pytest.mark.parametrize("missing", [None, np.nan, pd.NA])
+def test_missing_category_is_an_error_naming_the_feature(rng, missing):
+    X, y, Q = _mixed_data(rng, "cu")
+    est = NadarayaWatsonRegressor(bandwidth=[0.5, 0.3], categorical_features=[1])
+    with pytest.raises(ValueError, match="feature 1 holds missing values"):
+        est.fit(_with_missing(X, missing), y)
+    est.fit(X, y)
+    with pytest.raises(ValueError, match="feature 1 holds missing values"):
+        est.predict(_with_missing(Q, missing))
+    frame = pd.DataFrame({"x": X[:, 0], "u": pd.Categorical(X[:, 1])})
+    frame.loc[3, "u"] = np.nan
+    with pytest.raises(ValueError, match="feature 1 holds missing values"):
+        NadarayaWatsonRegressor().fit(frame, y)
+
+
+def test_string_labels_equal_their_sorted_codes(rng):
+    X, y, Q = _mixed_data(rng, "cuo")
+    names = np.array(["pear", "apple", "fig", "kiwi"])  # sorted: apple, fig, kiwi, pear
+    codes = np.argsort(np.argsort(names))
+
+    def as_strings(A):
+        out = A.astype(object)
+        out[:, 1] = names[A[:, 1].astype(int)]
+        return out
+
+    def as_codes(A):
+        out = A.copy()
+        out[:, 1] = codes[A[:, 1].astype(int)]
+        return out
+
+    bw = _bandwidth("cuo")
+    est = NadarayaWatsonRegressor(bandwidth=bw, **_params("cuo")).fit(as_strings(X), y)
+    assert_array_equal(est.categories_[0], np.sort(names))
+    expected = _oracle_predict(as_codes(X), y, as_codes(Q), bw, "cuo")
+    assert_allclose(est.predict(as_strings(Q)), expected, rtol=1e-10)
+
+
+# ------------------------------------------------------------------ pandas
+def _frame(rng, n):
+    X, y, _ = _mixed_data(rng, "ccuo", n=n)
+    colours, sizes = ["red", "green", "blue", "black"], ["XS", "S", "M", "L", "XL"]
+    frame = pd.DataFrame({
+        "x0": 3.0 * X[:, 0] + 1.0,
+        "x1": X[:, 1],
+        "colour": pd.Categorical.from_codes(X[:, 2].astype(int), categories=colours),
+        "size": pd.Categorical.from_codes(X[:, 3].astype(int), categories=sizes, ordered=True),
+    })  # fmt: skip
+    return frame, X, y
+
+
+def test_pandas_category_dtypes_from_dtype(rng):
+    frame, X, y = _frame(rng, 80)
+    bw = [1.5, 0.5, 0.3, 0.4]
+    est = NadarayaWatsonRegressor(bandwidth=bw).fit(frame, y)
+    assert_array_equal(est.is_categorical_, [False, False, True, True])
+    assert_array_equal(est.is_ordered_, [False, False, False, True])
+    assert_array_equal(est.categories_[0], ["red", "green", "blue", "black"])  # declared order
+    assert_array_equal(est.categories_[1], ["XS", "S", "M", "L", "XL"])
+    codes = X.copy()
+    codes[:, 0] = frame["x0"]
+    expected = _oracle_predict(codes, y, codes[:30], bw, "ccuo")
+    assert_allclose(est.predict(frame.iloc[:30]), expected, rtol=1e-10)
+    # numpy input stays continuous under "from_dtype"
+    assert not NadarayaWatsonRegressor().fit(codes, y).is_categorical_.any()
+
+
+def test_pandas_pipeline_end_to_end(rng):
+    frame, X, y = _frame(rng, 100)
+    scale = ColumnTransformer(
+        [("num", StandardScaler(), ["x0", "x1"])], remainder="passthrough"
+    ).set_output(transform="pandas")
+    pipe = make_pipeline(scale, NadarayaWatsonRegressor()).fit(frame, y)
+    est = pipe[-1]
+    assert_array_equal(est.feature_names_in_, ["num__x0", "num__x1", "remainder__colour",
+                                               "remainder__size"])  # fmt: skip
+    assert_array_equal(est.is_categorical_, [False, False, True, True])
+    assert_array_equal(est.is_ordered_, [False, False, False, True])
+    codes = X.copy()
+    codes[:, :2] = StandardScaler().fit_transform(frame[["x0", "x1"]])
+    expected = _oracle_predict(codes, y, codes[:25], est.bandwidth_, "ccuo")
+    assert_allclose(pipe.predict(frame.iloc[:25]), expected, rtol=1e-10)
+    assert pipe.score(frame, y) > 0.5
+
+
+def test_feature_names_in_categorical_features(rng):
+    frame, X, y = _frame(rng, 80)
+    frame = frame.assign(colour=frame["colour"].astype(str), size=X[:, 3].astype(int))
+    bw = [1.5, 0.5, 0.3, 0.4]
+    by_name = NadarayaWatsonRegressor(
+        bandwidth=bw, categorical_features=["colour"], ordered_features=["size"]
+    ).fit(frame, y)
+    by_index = NadarayaWatsonRegressor(
+        bandwidth=bw, categorical_features=[2], ordered_features=[3]
+    ).fit(frame, y)
+    assert_array_equal(by_name.is_categorical_, [False, False, True, True])
+    assert_array_equal(by_name.categories_[0], ["black", "blue", "green", "red"])  # sorted
+    assert_array_equal(by_name.predict(frame), by_index.predict(frame))
+    codes = X.copy()
+    codes[:, 0] = frame["x0"]
+    codes[:, 2] = np.searchsorted(["black", "blue", "green", "red"], frame["colour"])
+    expected = _oracle_predict(codes, y, codes[:20], bw, "ccuo")
+    assert_allclose(by_name.predict(frame.iloc[:20]), expected, rtol=1e-10)
+    with pytest.raises(ValueError, match="'shape'"):
+        NadarayaWatsonRegressor(categorical_features=["shape"]).fit(frame, y)
+    with pytest.raises(ValueError, match="no feature names"):
+        NadarayaWatsonRegressor(categorical_features=["colour"]).fit(X, y)
+
+
+@pytest.mark.parametrize("bandwidth", ["scott", [0.5, 0.3, 0.6, 0.4]])
+def test_sample_weight_equals_repeated_rows(rng, bandwidth):
+    kinds = "cuco"
+    X, y, Q = _mixed_data(rng, kinds, n=60)
+    counts = rng.integers(0, 4, len(X))
+    params = _params(kinds)
+    weighted = NadarayaWatsonRegressor(bandwidth=bandwidth, **params).fit(X, y, counts)
+    repeated = NadarayaWatsonRegressor(bandwidth=bandwidth, **params)
+    repeated.fit(np.repeat(X, counts, axis=0), np.repeat(y, counts))
+    assert_allclose(weighted.bandwidth_, repeated.bandwidth_, rtol=1e-12)
+    assert_allclose(weighted.predict(Q), repeated.predict(Q), rtol=1e-10)
+
+
+# ------------------------------------------------------------------ ParzenClassifier
+def _class_data(rng, kinds, n=120):
+    """Three classes, each holding every level of every categorical feature."""
+    i = np.arange(n)
+    cols = {"c": None, "u": i % 4, "o": (i // 12) % 5}
+    labels = (i // 4) % 3
+    X = np.column_stack([
+        rng.normal(loc=labels, size=n) if k == "c" else cols[k] for k in kinds
+    ]).astype(float)  # fmt: skip
+    order = rng.permutation(n)
+    return X[order], labels[order]
+
+
+@pytest.mark.parametrize("algorithm", ["brute", "kd_tree"])
+def test_parzen_predict_proba_matches_oracle(rng, algorithm):
+    kinds = "cuo"
+    X, labels = _class_data(rng, kinds)
+    w = rng.uniform(0.2, 2.0, len(X))
+    Q = np.column_stack([rng.normal(size=15) * 2, rng.integers(0, 4, 15), rng.integers(0, 5, 15)])
+    bw = _bandwidth(kinds)
+    clf = ParzenClassifier(bandwidth=bw, algorithm=algorithm, **_params(kinds)).fit(X, labels, w)
+    expected = naive_mixed_weights(X, Q, bw, kinds, w) @ onehot(labels, [0, 1, 2])
+    assert_allclose(clf.predict_proba(Q), expected, rtol=1e-10)
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # statsmodels' random-state notice
+@pytest.mark.parametrize("kinds", ["cu", "cuo", "uo"])
+def test_parzen_class_densities_match_statsmodels_kdemultivariate(rng, kinds):
+    from statsmodels.nonparametric.kernel_density import KDEMultivariate
+
+    X, labels = _class_data(rng, kinds)
+    Q = X[:12] + np.where(np.array(list(kinds)) == "c", 0.3, 0.0)
+    bw = _bandwidth(kinds)
+    clf = ParzenClassifier(bandwidth=bw, **_params(kinds)).fit(X, labels)
+    got = clf.score_class_samples(Q)
+    for c in range(3):
+        expected = KDEMultivariate(X[labels == c], kinds, bw=bw).pdf(Q)
+        assert_allclose(np.exp(got[:, c]), expected, rtol=1e-10)
+    # and the dense oracle: class sums over the class weight, the continuous kernel normalised
+    K = naive_mixed_kernel(X, Q, bw, kinds)
+    norm = np.prod(bw[[k == "c" for k in kinds]]) * np.sqrt(2 * np.pi) ** kinds.count("c")
+    assert_allclose(np.exp(got), K @ onehot(labels, [0, 1, 2]) / 40 / norm, rtol=1e-10)
+
+
+def test_unseen_label_of_a_declared_order_is_an_error():
+    order = ["S", "M", "L"]
+    X = pd.DataFrame({
+        "x": [0.0, 1.0, 2.0, 3.0],
+        "size": pd.Categorical(["S", "M", "L", "M"], categories=order, ordered=True),
+    })  # fmt: skip
+    est = NadarayaWatsonRegressor(bandwidth=[1.0, 0.3]).fit(X, [1.0, 2.0, 3.0, 4.0])
+    wider = pd.Categorical(["XL"], categories=[*order, "XL"], ordered=True)
+    with pytest.raises(ValueError, match="Ordered feature 1 has the value 'XL'"):
+        est.predict(pd.DataFrame({"x": [1.0], "size": wider}))
