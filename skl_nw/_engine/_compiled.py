@@ -136,6 +136,14 @@ def exp_sums_coded(A, VT, R, codes, out):  # pragma: no cover - compiled
     e = np.empty(n)
     for i in range(m):
         r, x = R[i], A[i]  # A is overwritten, one row at a time
+        if J == 1 and k == 1:  # one look-up per pair, fused with the exp and the sums
+            c, den, num = codes[0], 0.0, 0.0
+            for j in range(n):
+                t = _exp_nonpositive(x[j] + r[c[j]])
+                den += t
+                num += t * VT[0, j]
+            out[i, 0], out[i, 1] = num, den
+            continue
         for f in range(J):
             c = codes[f]
             for j in range(n):
