@@ -154,7 +154,8 @@ class _NWBase(BaseEstimator):
     def _scale(self, X: np.ndarray, name: str = "X") -> np.ndarray:
         with np.errstate(over="ignore"):  # an overflow is the error raised below
             Xs = X / self.bandwidth_
-        if Xs.size and not np.abs(Xs).max() < _MAX_SCALED:
+        # max(max, -min): no |Xs| temporary of the data's size (NaN propagates).
+        if Xs.size and not np.maximum(Xs.max(), -Xs.min()) < _MAX_SCALED:
             raise ValueError(
                 f"{name} divided by bandwidth_ overflows (|x / h| >= {_MAX_SCALED:g}); "
                 "choose a larger bandwidth or rescale the features."

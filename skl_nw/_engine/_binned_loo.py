@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._binned import BinnedSums, Grid, convolve
+from ._binned import BinnedSums, Grid, convolve, stencil_at
 
 __all__ = ["loo_pool"]
 
@@ -84,8 +84,7 @@ def _loo_one(binned: BinnedSums, grid: Grid, counts, points: _Points, factor: fl
     S = np.zeros((len(binned.X), sums.shape[0]))
     for flat, weight in points.nodes:
         S += weight[:, None] * sums[:, flat].T
-    center = np.array(K.shape) // 2
-    own = sum(c * K[tuple(center + np.array(e))] for e, c in points.pairs.items())
+    own = sum(c * stencil_at(K, e) for e, c in points.pairs.items())
     own = binned.w * own
     S[:, :-1] -= own[:, None] * (binned.values - binned.mid)
     S[:, -1] -= own
