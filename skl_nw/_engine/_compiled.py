@@ -34,6 +34,7 @@ from numba.core import types
 from numba.extending import intrinsic
 
 __all__ = [
+    "binned_loo",
     "exp_nonpositive_array",
     "exp_sums",
     "exp_sums_chained",
@@ -289,6 +290,36 @@ def linear_bin(X, lo, inv_step, shape, w, V, mid, out):  # pragma: no cover - co
                 _scatter_square(out, o, base + s0, s1, f0, f1, f2, v)
 
 
+@numba.njit(nogil=True, cache=True)
+def binned_loo(flat, lam, pairs, taps, sums, w, V, mid, floor, out, below):  # pragma: no cover
+    """Binned leave-one-out ratios at the training points, in one pass.
+
+    Point ``i``'s binned sums are ``S = sum_c lam[c, i] sums[:, flat[c, i]]``
+    over its cell's corners; its own binned weight ``own = w_i sum_e
+    pairs[e, i] taps[e]`` comes off: ``out[i] = (S_o - own (V_io - mid_o)) /
+    (S_k - own) + mid_o``.  ``below[i]`` when the remaining weight sum is not
+    above ``floor`` (``out[i]`` is then NaN: the caller redoes the row).
+    """
+    corners, n = flat.shape
+    k = V.shape[1]
+    for i in range(n):
+        own = 0.0
+        for e in range(taps.size):
+            own += pairs[e, i] * taps[e]
+        own = w[i] * own
+        den = 0.0
+        for c in range(corners):
+            den += lam[c, i] * sums[k, flat[c, i]]
+        den -= own
+        below[i] = not den > floor
+        for o in range(k):
+            num = 0.0
+            for c in range(corners):
+                num += lam[c, i] * sums[o, flat[c, i]]
+            num -= own * (V[i, o] - mid[o])
+            out[i, o] = num / den + mid[o] if not below[i] else np.nan
+
+
 def warm_up() -> None:
     """Compile every kernel (or load it from numba's cache) on tiny inputs, once.
 
@@ -308,3 +339,6 @@ def warm_up() -> None:
     exp_nonpositive_array(np.zeros(2), np.empty(2))
     grid = np.array([0.0]), np.array([1.0]), np.array([3], np.int64)
     linear_bin(np.zeros((1, 1)), *grid, np.ones(1), np.ones((1, 1)), np.zeros(1), np.zeros((2, 3)))
+    flat, lam = np.zeros((2, 1), np.int64), np.full((2, 1), 0.5)
+    binned_loo(flat, lam, np.ones((2, 1)), np.ones(2), np.ones((2, 3)), np.ones(1), np.ones((1, 1)),
+               np.zeros(1), 0.0, np.empty((1, 1)), np.empty(1, bool))  # fmt: skip
