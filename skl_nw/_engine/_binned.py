@@ -264,7 +264,7 @@ def convolve(counts: np.ndarray, shape: tuple[int, ...], K):
     wrapped = np.zeros(size)
     wrapped[np.ix_(*[np.arange(-L, L + 1) % P for L, P in zip(half, size, strict=True)])] = K
     axes = tuple(range(1, len(shape) + 1))
-    spectrum = scipy.fft.rfftn(grids, s=size, axes=axes)
+    spectrum = scipy.fft.rfftn(_padded(grids, (k, *size)), axes=axes, overwrite_x=True)
     spectrum *= scipy.fft.rfftn(wrapped)
     out = scipy.fft.irfftn(spectrum, s=size, axes=axes)
     return out[(slice(None), *[slice(0, n) for n in shape])].reshape(k, -1), True
@@ -278,10 +278,22 @@ def _convolve_axis(grids: np.ndarray, K: np.ndarray, axis: int):
     size = scipy.fft.next_fast_len(n + half, real=True)
     wrapped = np.zeros(size)
     wrapped[np.arange(-half, half + 1) % size] = K
-    spectrum = scipy.fft.rfft(grids, n=size, axis=axis)
+    padded = _padded(grids, [size if a == axis else m for a, m in enumerate(grids.shape)])
+    spectrum = scipy.fft.rfft(padded, axis=axis, overwrite_x=True)
     spectrum *= scipy.fft.rfft(wrapped).reshape([-1 if a == axis else 1 for a in range(grids.ndim)])
-    out = scipy.fft.irfft(spectrum, n=size, axis=axis)
+    out = scipy.fft.irfft(spectrum, n=size, axis=axis, overwrite_x=True)
     return out[(slice(None),) * axis + (slice(0, n),)], True
+
+
+def _padded(grids: np.ndarray, shape) -> np.ndarray:
+    """Return ``grids`` zero-padded at the end of each axis to ``shape`` (a new array).
+
+    Done here rather than by the transforms' own ``s``/``n`` arguments:
+    scipy's padding copy is some 4 times slower (measured on 2 x 2549 x 2475).
+    """
+    out = np.zeros(shape)
+    out[tuple(slice(0, m) for m in grids.shape)] = grids
+    return out
 
 
 def interpolate(grid: Grid, sums: np.ndarray, Q: np.ndarray):
