@@ -15,10 +15,13 @@ Relative error about 2 ulp (measured; tested against ``np.exp``) for the
 ``x <= 0`` the engine passes; below ``-708`` it returns 0 (the engine redoes
 rows whose sums underflow in log space).
 
-The binned path's linear binning is here too: one pass over the rows that
-adds each row's ``2^d`` hat-function weights into the grid, where numpy needs
-a scatter-add per corner and column over temporaries of the rows' size
-(measured at n = 1e7, d = 2: about 5 times faster).
+The binned path's passes are here too: the linear binning, one pass over
+the rows that adds each row's ``2^d`` hat-function weights into the grid,
+where numpy needs a scatter-add per corner and column over temporaries
+(measured at n = 1e7, d = 2, 6.3 million nodes: 1.6 times the speed, both
+bound by the scattered writes); and the binned leave-one-out ratios at the
+training points, one pass per candidate bandwidth instead of some twenty
+numpy passes.
 
 numba is optional (the ``fast`` extra, also in ``test`` and ``bench``).
 Without it, or with the environment variable ``SKL_NW_DISABLE_NUMBA=1``,
