@@ -210,7 +210,8 @@ class _NWBase(BaseEstimator):
     def _divide(X: np.ndarray, h: np.ndarray, name: str) -> np.ndarray:
         with np.errstate(over="ignore"):  # an overflow is the error raised below
             Xs = X / h
-        if Xs.size and not np.abs(Xs).max() < _MAX_SCALED:
+        # max(max, -min): no |Xs| temporary of the data's size (NaN propagates).
+        if Xs.size and not np.maximum(Xs.max(), -Xs.min()) < _MAX_SCALED:
             raise ValueError(
                 f"{name} divided by bandwidth_ overflows (|x / h| >= {_MAX_SCALED:g}); "
                 "choose a larger bandwidth or rescale the features."

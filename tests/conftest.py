@@ -415,6 +415,18 @@ def refit_loo(
     return np.array(out)
 
 
+def naive_linear_bin(X, lo, step, shape, columns):
+    """Linear binning from its definition: ``c[k, g] = sum_i prod_a hat(t_ia - g_a) columns[k, i]``.
+
+    ``t_ia = (X_ia - lo_a) / step_a``, ``hat(u) = max(0, 1 - |u|)``, nodes in C
+    order over ``shape``: a dense (n, G) matrix of hat products.
+    """
+    nodes = np.indices(shape).reshape(len(shape), -1).T  # (G, d) node indices
+    t = (np.asarray(X) - lo) / step
+    hats = np.clip(1 - np.abs(t[:, None, :] - nodes[None, :, :]), 0, None).prod(axis=2)
+    return np.asarray(columns) @ hats
+
+
 def traced_peak(fn):
     """Call ``fn()``; return its result and the peak bytes it allocated (tracemalloc)."""
     tracemalloc.start()

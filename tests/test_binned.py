@@ -5,7 +5,10 @@ import pickle
 import numpy as np
 import pytest
 
+from conftest import naive_linear_bin
 from skl_nw import BandwidthSearchCV, NadarayaWatsonRegressor, ParzenClassifier
+from skl_nw._engine import _binned
+from skl_nw._engine._binned import Grid, linear_bin
 from skl_nw._kernels import get_kernel, kernel_names
 
 # (kernel has a jump, d) -> binned_tol: small enough to mean something, large enough
@@ -178,3 +181,21 @@ def test_search_selects_the_exact_choice(rng):
         binned.cv_results_["mean_test_score"], exact.cv_results_["mean_test_score"], rtol=1e-3
     )
     assert binned.best_estimator_._fit_method == "binned"
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_linear_binning_against_its_definition(rng, monkeypatch, d, compiled):
+    # Rows inside the grid, on its nodes and on its last node; weighted, two value columns.
+    if compiled and _binned.compiled() is None:
+        pytest.skip("numba is not available")
+    if not compiled:
+        monkeypatch.setattr(_binned, "compiled", lambda: None)
+    shape = (5, 4, 3)[:d]
+    grid = Grid(np.array([-1.0, 0.5, 2.0])[:d], np.array([0.5, 0.25, 1.0])[:d], shape)
+    top = grid.lo + grid.step * (np.array(shape) - 1)
+    X = np.vstack([rng.uniform(grid.lo, top, size=(200, d)), grid.lo, top,
+                   grid.lo + grid.step])  # fmt: skip
+    w, V, mid = rng.uniform(0.5, 2, len(X)), rng.normal(size=(len(X), 2)), np.array([0.3, -1])
+    expected = naive_linear_bin(X, grid.lo, grid.step, shape, [*(w * (V - mid).T), w])
+    np.testing.assert_allclose(linear_bin(X, w, V, mid, grid), expected, rtol=1e-13, atol=1e-13)

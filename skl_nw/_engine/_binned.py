@@ -6,12 +6,14 @@ bandwidth-scaled inputs (Wand 1994; R's KernSmooth):
 
 1. *linear binning*: each point's ``w_i [V_i, 1]`` is split among the
    ``2^d`` nodes of its grid cell with the multilinear (hat-function)
-   weights, so node ``g`` holds ``c_g = sum_i Lambda_g(x_i) w_i [V_i, 1]``;
+   weights, so node ``g`` holds ``c_g = sum_i Lambda_g(x_i) w_i [V_i, 1]``
+   (one compiled pass over the rows with numba, numpy scatter-adds without);
 2. *convolution* of the node sums with the kernel sampled on the grid
    offsets, ``S_g = sum_g' K(g - g') c_g'`` (compact kernels over their
    support, infinite-support kernels truncated where the profile falls
    below ``1e-8 tol^2``), by ``scipy.fft`` real transforms or, for a stencil
-   of a few nodes, directly;
+   of a few nodes, directly; the Gaussian, whose kernel is the product of
+   one-dimensional ones, one axis at a time;
 3. *multilinear interpolation* of ``S`` at the queries, and the ratio.
 
 Steps 1 and 3 together replace ``K(q - x_i)`` by its multilinear
@@ -39,17 +41,22 @@ from scipy import ndimage
 
 from .._kernels import Kernel
 from ._chunks import Options
+from ._dense import compiled
 
-__all__ = ["MAX_FEATURES", "BinnedSums", "Grid", "grid_step", "truncation_radius"]
+__all__ = ["MAX_FEATURES", "BinnedSums", "Grid", "grid_step", "stencil_at", "truncation_radius"]
 
 #: The binned path covers one to three features.
 MAX_FEATURES = 3
-# Rows binned, or queries interpolated, per pass: temporaries of a few MiB.
+# Queries interpolated per pass: temporaries of a few MiB.
 _CHUNK = 1 << 18
+# Rows binned per numpy pass (np.add.at): temporaries that stay in the cache.
+_BIN_CHUNK = 1 << 15
 # Direct convolution when the stencil has at most this many nodes (measured on
 # 1e5 nodes, 2 cores: direct 0.6 ms at 3 nodes, 1.6 ms at 33, 3.6 ms at 65; the FFT
 # 2 ms whatever the stencil; benchmarks/bench_binned.py, "convolution" table).
 _DIRECT_MAX_TAPS = 32
+# Values per block of lines in the one-axis-at-a-time FFT (4 MiB of float64).
+_FFT_BLOCK_VALUES = 1 << 19
 # Largest grid (nodes times value columns, padded) the path allocates: 2 GiB of float64.
 _MAX_GRID_VALUES = 1 << 28
 # Grid spacing, in bandwidths, for a tolerance ``tol``: ``_STEP_SMOOTH * sqrt(tol / d)``
@@ -154,10 +161,23 @@ class Grid:
         return Grid(self.lo, 2 * self.step, tuple((n + 2) // 2 for n in self.shape))
 
 
-def make_grid(X: np.ndarray, step: float, radius: float) -> Grid:
-    """Return a grid over the box of ``X``, widened by ``radius`` plus one node per side."""
+def column_range(A: np.ndarray, rows=slice(None)) -> tuple[np.ndarray, np.ndarray]:
+    """Per-column minimum and maximum of ``A[rows]`` (``inf`` and ``-inf`` for no rows).
+
+    One column at a time: numpy's ``axis=0`` reduction over a tall, narrow
+    C-ordered array is some 30 times slower (measured on 1e7 x 2).
+    """
+    columns = [A[rows, c] for c in range(A.shape[1])]
+    low = np.array([c.min(initial=np.inf) for c in columns])
+    high = np.array([c.max(initial=-np.inf) for c in columns])
+    return low, high
+
+
+def make_grid(X: np.ndarray, step: float, radius: float, rows=slice(None)) -> Grid:
+    """Return a grid over the box of ``X[rows]``, widened by ``radius`` plus one node per side."""
     pad = (np.ceil(radius / step) + 1) * step
-    lo, hi = X.min(axis=0) - pad, X.max(axis=0) + pad
+    lo, hi = column_range(X, rows)
+    lo, hi = lo - pad, hi + pad
     shape = tuple(int(s) for s in np.ceil((hi - lo) / step).astype(np.int64) + 1)
     _check_size(shape, 1)
     return Grid(lo, np.full(X.shape[1], float(step)), shape)
@@ -173,34 +193,69 @@ def _check_size(shape, columns: int) -> None:
         )
 
 
-def linear_bin(X: np.ndarray, columns: list[np.ndarray], grid: Grid) -> np.ndarray:
-    """Linear binning: ``c[k, g] = sum_i Lambda_g(x_i) columns[k][i]``, shape (k, G)."""
-    out = np.zeros((len(columns), grid.size))
-    chunk = max(_CHUNK, grid.size)  # each bincount costs O(grid) too
-    for start in range(0, len(X), chunk):
-        base, fractions, _ = grid.cells(X[start : start + chunk])
-        block = [c[start : start + chunk] for c in columns]
+def linear_bin(X, w, values, mid, grid: Grid) -> np.ndarray:
+    """Linear binning of ``w [values - mid, 1]``: shape (k + 1, G).
+
+    Node ``g`` gets ``sum_i Lambda_g(x_i) w_i [V_i - mid, 1]``: one compiled
+    pass over the rows where numba is available, else numpy passes over
+    chunks of rows that scatter-add into the grid (``np.add.at``: no
+    grid-sized temporaries per chunk).
+    """
+    out = np.zeros((values.shape[1] + 1, grid.size))
+    kernels = compiled()
+    if kernels is not None:
+        shape = np.array(grid.shape, dtype=np.int64)
+        X, w, values, mid = (np.asarray(a, dtype=np.float64) for a in (X, w, values, mid))
+        kernels.linear_bin(X, grid.lo, 1.0 / grid.step, shape, w, values, mid, out)
+        return out
+    for start in range(0, len(X), _BIN_CHUNK):
+        rows = slice(start, start + _BIN_CHUNK)
+        base, fractions, _ = grid.cells(X[rows])
+        wv = w[rows]
+        columns = [wv * (values[rows, c] - m) for c, m in enumerate(mid)] + [wv]
         for _, flat, weight in grid.corners(base, fractions):
-            for col, values in enumerate(block):
-                out[col] += np.bincount(flat, values * weight, minlength=grid.size)
+            for target, column in zip(out, columns, strict=True):
+                np.add.at(target, flat, column * weight)
     return out
 
 
 def stencil(kernel: Kernel, step: np.ndarray, radius: float, factor: float = 1.0):
-    """Sample the kernel at bandwidth ``factor`` on the grid offsets within ``radius * factor``."""
+    """Sample the kernel at bandwidth ``factor`` on the grid offsets within ``radius * factor``.
+
+    Returns the ``d``-dimensional stencil over the box of offsets or, for a
+    kernel whose profile factors over the axes (``log K = c s``, the
+    Gaussian), the list of its ``d`` one-dimensional factors: the stencil is
+    their outer product, and it convolves one axis at a time.
+    """
     half = [int(np.ceil(radius * factor / s)) for s in step]
-    axes = np.meshgrid(*[np.arange(-L, L + 1) * s for L, s in zip(half, step, strict=True)],
-                       indexing="ij")  # fmt: skip
-    return kernel.profile(sum(a**2 for a in axes) / factor**2)
+    offsets = [np.arange(-L, L + 1) * s / factor for L, s in zip(half, step, strict=True)]
+    if kernel.log_slope is not None:  # K(u) = prod_a K(u_a) exactly
+        return [kernel.profile(u**2) for u in offsets]
+    axes = np.meshgrid(*offsets, indexing="ij")
+    return kernel.profile(sum(a**2 for a in axes))
 
 
-def convolve(counts: np.ndarray, shape: tuple[int, ...], K: np.ndarray):
+def stencil_at(K, offset) -> float:
+    """Return the stencil's value at a node offset from its centre: ``K[centre + offset]``."""
+    if isinstance(K, list):
+        return float(np.prod([k[len(k) // 2 + e] for k, e in zip(K, offset, strict=True)]))
+    return float(K[tuple(np.array(K.shape) // 2 + np.asarray(offset))])
+
+
+def convolve(counts: np.ndarray, shape: tuple[int, ...], K):
     """Linear ('same') convolution of each row of ``counts`` (k, G) with the stencil ``K``.
 
-    Returns the (k, G) sums and whether the FFT was used.
+    ``K`` as :func:`stencil` returns it: a ``d``-dimensional array, or a list
+    of one-dimensional factors (one axis at a time).  Returns the (k, G) sums
+    and whether an FFT was used.
     """
-    k, d = counts.shape[0], len(shape)
+    k = counts.shape[0]
     grids = counts.reshape(k, *shape)
+    if isinstance(K, list):
+        out, used_fft = np.empty_like(grids), False
+        for axis, factor in enumerate(K, start=1):  # the first pass reads counts, then in place
+            used_fft |= _convolve_axis(grids if axis == 1 else out, factor, axis, out)
+        return out.reshape(k, -1), used_fft
     if K.size <= _DIRECT_MAX_TAPS:
         out = np.stack([ndimage.convolve(g, K, mode="constant", cval=0.0) for g in grids])
         return out.reshape(k, -1), False
@@ -209,11 +264,65 @@ def convolve(counts: np.ndarray, shape: tuple[int, ...], K: np.ndarray):
     _check_size(size, k + 1)
     wrapped = np.zeros(size)
     wrapped[np.ix_(*[np.arange(-L, L + 1) % P for L, P in zip(half, size, strict=True)])] = K
-    axes = tuple(range(1, d + 1))
-    spectrum = scipy.fft.rfftn(grids, s=size, axes=axes)
+    axes = tuple(range(1, len(shape) + 1))
+    padded = np.zeros((k, *size))
+    padded[(slice(None), *[slice(0, n) for n in shape])] = grids
+    spectrum = scipy.fft.rfftn(padded, axes=axes, overwrite_x=True)
     spectrum *= scipy.fft.rfftn(wrapped)
     out = scipy.fft.irfftn(spectrum, s=size, axes=axes)
     return out[(slice(None), *[slice(0, n) for n in shape])].reshape(k, -1), True
+
+
+def _convolve_axis(grids: np.ndarray, K: np.ndarray, axis: int, out: np.ndarray) -> bool:
+    """Convolve ``grids`` along ``axis`` with the 1-D stencil ``K`` into ``out``; whether by FFT.
+
+    ``out`` may be ``grids`` itself.  The FFT runs on blocks of lines (a few
+    MiB each, zero-padded to the transform's length): no temporaries of the
+    grid's size, whose first touch costs more than the transforms.
+    """
+    if K.size <= _DIRECT_MAX_TAPS:
+        out[...] = ndimage.convolve1d(grids, K, axis=axis, mode="constant", cval=0.0)
+        return False
+    n, half = grids.shape[axis], K.size // 2
+    size = scipy.fft.next_fast_len(n + half, real=True)
+    wrapped = np.zeros(size)
+    wrapped[np.arange(-half, half + 1) % size] = K
+    spectrum_of_K = scipy.fft.rfft(wrapped).reshape([-1 if a == axis else 1
+                                                     for a in range(grids.ndim)])  # fmt: skip
+    for block in _blocks(grids.shape, axis, size):
+        padded = _padded(grids[block], axis, size)
+        spectrum = scipy.fft.rfft(padded, axis=axis, overwrite_x=True)
+        spectrum *= spectrum_of_K
+        lines = scipy.fft.irfft(spectrum, n=size, axis=axis, overwrite_x=True)
+        out[block] = lines[(slice(None),) * axis + (slice(0, n),)]
+    return True
+
+
+def _blocks(shape: tuple[int, ...], axis: int, size: int):
+    """Yield index tuples that cut an array of ``shape`` into blocks of whole lines along ``axis``.
+
+    The cut runs along another axis (the first grid axis, or the column axis
+    0 in 1-D), so that each block, padded to ``size`` along ``axis``, holds
+    about ``_FFT_BLOCK_VALUES`` values.
+    """
+    cut = next((a for a in range(1, len(shape)) if a != axis), 0)
+    per_slice = size * int(np.prod(shape)) // (shape[axis] * shape[cut])
+    step = max(1, _FFT_BLOCK_VALUES // max(per_slice, 1))
+    for start in range(0, shape[cut], step):
+        yield (slice(None),) * cut + (slice(start, start + step),)
+
+
+def _padded(block: np.ndarray, axis: int, size: int) -> np.ndarray:
+    """Return ``block`` zero-padded at the end of ``axis`` to ``size`` (a new array).
+
+    Done here rather than by the transforms' own ``n`` argument: scipy's
+    padding copy is some 4 times slower (measured on 2 x 2549 x 2475).
+    """
+    shape = list(block.shape)
+    shape[axis] = size
+    out = np.zeros(shape)
+    out[(slice(None),) * axis + (slice(0, block.shape[axis]),)] = block
+    return out
 
 
 def interpolate(grid: Grid, sums: np.ndarray, Q: np.ndarray):
@@ -267,28 +376,16 @@ class BinnedSums:
         active = w > 0
         if active.all():  # no copies of large inputs
             active = slice(None)
-        top = values[active].max(axis=0, initial=-np.inf)
-        bottom = values[active].min(axis=0, initial=np.inf)
+        bottom, top = column_range(values, active)
         self.mid = 0.5 * (top + bottom)
         self.radius = truncation_radius(kernel, tol)
-        self.grid = make_grid(X[active], grid_step(kernel, tol, d), margin_radius(kernel, tol))
+        self.grid = make_grid(X, grid_step(kernel, tol, d), margin_radius(kernel, tol), active)
         _check_size(self.grid.shape, values.shape[1] + 1)
         self.total = float(w.sum())
-        self.counts = self._bin(self.grid)
+        self.counts = linear_bin(X, w, values, self.mid, self.grid)
         self.sums, used_fft = convolve(self.counts, self.grid.shape, self.stencil(self.grid))
         self.floor = self.floor_for(used_fft, self.grid)
         self._exact = None
-
-    def _bin(self, grid: Grid) -> np.ndarray:
-        """Binned ``w [V - mid, 1]`` on ``grid``, in row chunks."""
-        out = np.zeros((self.values.shape[1] + 1, grid.size))
-        chunk = max(_CHUNK, grid.size)  # each bincount costs O(grid) too
-        for start in range(0, len(self.X), chunk):
-            rows = slice(start, start + chunk)
-            w, V = self.w[rows], self.values[rows]
-            columns = [w * (V[:, c] - m) for c, m in enumerate(self.mid)] + [w]
-            out += linear_bin(self.X[rows], columns, grid)
-        return out
 
     def stencil(self, grid: Grid, factor: float = 1.0) -> np.ndarray:
         return stencil(self.kernel, grid.step, self.radius, factor)

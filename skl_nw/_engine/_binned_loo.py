@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._binned import BinnedSums, Grid, convolve
+from ._binned import BinnedSums, Grid, convolve, stencil_at
+from ._dense import compiled
 
 __all__ = ["loo_pool"]
 
@@ -62,36 +63,66 @@ class _Points:
     Computed once per grid level and shared by its candidates: the binned
     self-weight at any bandwidth is ``sum_e pairs[e] K(e * step)`` over the
     corner offsets ``e`` in ``{-1, 0, 1}^d``, where ``pairs[e]`` sums
-    ``lambda_a lambda_b`` over the corner pairs with ``a - b = e``.
+    ``lambda_a lambda_b`` over the corner pairs with ``a - b = +-e`` (the
+    stencil is symmetric: ``e`` and ``-e`` share one coefficient).
+
+    Attributes
+    ----------
+    flat, lam : ndarray of shape (2^d, n_samples)
+        Each point's corner nodes (flat indices) and multilinear weights.
+    offsets : list of tuple
+        The offsets ``e`` kept, one of each pair ``+-e``.
+    pairs : ndarray of shape (len(offsets), n_samples)
+        Their coefficients.
     """
 
     def __init__(self, grid: Grid, X: np.ndarray):
         base, fractions, _ = grid.cells(X)
         corners = list(grid.corners(base, fractions))
-        self.nodes = [(flat, weight) for _, flat, weight in corners]
-        self.pairs: dict[tuple, np.ndarray] = {}
+        self.flat = np.stack([flat for _, flat, _ in corners])
+        self.lam = np.stack([weight for _, _, weight in corners])
+        pairs: dict[tuple, np.ndarray] = {}
         for ca, _, la in corners:
             for cb, _, lb in corners:
-                e = tuple(ca - cb)
-                self.pairs[e] = self.pairs.get(e, 0.0) + la * lb
+                e = max(tuple(ca - cb), tuple(cb - ca))
+                pairs[e] = pairs.get(e, 0.0) + la * lb
+        self.offsets = list(pairs)
+        self.pairs = np.stack(list(pairs.values()))
 
 
 def _loo_one(binned: BinnedSums, grid: Grid, counts, points: _Points, factor: float, out):
     """Leave-one-out ratios at one multiple into ``out`` (n, k); return the rows to redo."""
     K = binned.stencil(grid, factor)
     sums, used_fft = convolve(counts, grid.shape, K)
-    floor = binned.floor_for(used_fft, grid)
-    S = np.zeros((len(binned.X), sums.shape[0]))
-    for flat, weight in points.nodes:
-        S += weight[:, None] * sums[:, flat].T
-    center = np.array(K.shape) // 2
-    own = sum(c * K[tuple(center + np.array(e))] for e, c in points.pairs.items())
-    own = binned.w * own
-    S[:, :-1] -= own[:, None] * (binned.values - binned.mid)
-    S[:, -1] -= own
+    floor = max(binned.floor_for(used_fft, grid), 0.0)
+    taps = np.array([stencil_at(K, e) for e in points.offsets])
+    below = np.empty(len(out), dtype=bool)
+    kernels = compiled()
+    if kernels is not None:
+        kernels.binned_loo(points.flat, points.lam, points.pairs, taps, sums, binned.w,
+                           binned.values, binned.mid, floor, out, below)  # fmt: skip
+    else:
+        _loo_ratios(points, sums, taps, binned, floor, out, below)
+    return np.flatnonzero(below)
+
+
+def _loo_ratios(points: _Points, sums, taps, binned: BinnedSums, floor: float, out, below):
+    """Run the numpy passes of ``_compiled.binned_loo``: ratios, and which rows are below."""
+    own = binned.w * (taps @ points.pairs)
+    den = _interpolated(points, sums[-1]) - own
     with np.errstate(divide="ignore", invalid="ignore"):
-        out[:] = S[:, :-1] / S[:, -1:] + binned.mid
-    return np.flatnonzero(~(S[:, -1] > max(floor, 0.0)))
+        for o, m in enumerate(binned.mid):
+            num = _interpolated(points, sums[o]) - own * (binned.values[:, o] - m)
+            out[:, o] = num / den + m
+    np.logical_not(den > floor, out=below)
+
+
+def _interpolated(points: _Points, values: np.ndarray) -> np.ndarray:
+    """Interpolate node values (G,) at the points: ``sum_c lam_c values[flat_c]``."""
+    out = points.lam[0] * values[points.flat[0]]
+    for flat, lam in zip(points.flat[1:], points.lam[1:], strict=True):
+        out += lam * values[flat]
+    return out
 
 
 def _exact_rows(binned: BinnedSums, rows, factor: float, fallback: str, tree) -> np.ndarray:
