@@ -267,7 +267,7 @@ def _grouped_slope_sums(plan: _Plan, Qc: np.ndarray, own):
             out[2][:, f, p, g] = E[:, lo:hi] @ Vw[lo:hi]
         if plan.powers[p] == "ds":
             out[2][:, f, p] *= plan.kernel.log_slope
-    sums = out[2][:, :, plan.plain, :, -1]
+    sums = out[2][..., -1][:, :, plan.plain]  # (m, F, plain powers, G)
     if ((sums < _dense.UNDERFLOW) & found[:, None, None, :]).any():
         return None
     return out
