@@ -17,6 +17,7 @@ from ._inference import hat_diagonal
 from ._kernels import Kernel
 from ._local_fit import Moments, blocks, exponents, fit_local, npar, position, usable_degree
 from ._local_inference import _LocalInferenceMixin
+from ._local_mixed import MixedLocalLeaveOneOut
 
 __all__ = ["LocalPolynomialRegressor"]
 
@@ -470,7 +471,11 @@ default="from_dtype"
     def _leave_one_out(self) -> LocalLeaveOneOut:
         """Return what BandwidthSearchCV needs (see :class:`skl_nw._engine.LeaveOneOut`)."""
         check_is_fitted(self)
-        return LocalLeaveOneOut(self._train, self._kernel, self.degree, self.rtol)
+        loo = LocalLeaveOneOut(self._train, self._kernel, self.degree, self.rtol)
+        cats = getattr(self, "_categories", None)
+        if cats is None:
+            return loo
+        return MixedLocalLeaveOneOut(loo, cats.kernels, self.bandwidth_, cats.mask)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -95,3 +95,63 @@ def test_gradient_of_nadaraya_watson_with_categories():
         e[j] = step
         numeric = (est.predict(Q + e) - est.predict(Q - e)) / (2 * step)
         np.testing.assert_allclose(grad[:, j], numeric, rtol=1e-6, atol=1e-7)
+
+
+def _ordered_data(n=120, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(0, 3, (n, 2))
+    u, o = rng.integers(0, 3, n), rng.integers(0, 4, n)
+    y = np.sin(x[:, 0]) + 0.5 * x[:, 1] + 0.5 * u - 0.2 * o + rng.normal(0, 0.2, n)
+    return np.column_stack([x, u, o]).astype(float), y
+
+
+@pytest.mark.parametrize("degree", [0, 1, 2])
+def test_local_lambda_grid_and_gradient(degree):
+    from skl_nw._search_support import _squared_error
+
+    X, y = _ordered_data()
+    params = {"degree": degree, "categorical_features": [2], "ordered_features": [3]}
+    loo = LocalPolynomialRegressor([0.5, 0.6, 0.2, 0.4], **params).fit(X, y)._leave_one_out()
+    lambdas, factors = [[0.2, 0.4], [0.05, 0.7]], [0.8, 1.0]
+    P = loo.predictions(factors, lambdas=lambdas)
+    for t, lam in enumerate(lambdas):
+        for f, factor in enumerate(factors):
+            h = [0.5 * factor, 0.6 * factor, *lam]
+            # The leave-one-out fits at these bandwidths, by the per-pair path (itself
+            # tested against refits above).
+            ref = LocalPolynomialRegressor(h, **params).fit(X, y)._leave_one_out()
+            np.testing.assert_allclose(P[t, f], ref.predictions([1.0])[0], atol=1e-10)
+    loss_fn = _squared_error(loo.targets)
+    rows, weights = np.arange(0, len(X), 2), np.ones(len(X) // 2)
+    theta = np.array([0.1, -0.2, 0.3, -0.4])
+    loss, grad = loo.loss_grad(theta, rows, loss_fn, weights)
+    numeric = [
+        (loo.loss_grad(theta + 1e-6 * e, rows, loss_fn, weights)[0]
+         - loo.loss_grad(theta - 1e-6 * e, rows, loss_fn, weights)[0]) / 2e-6
+        for e in np.eye(4)
+    ]  # fmt: skip
+    np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-9)
+
+
+def test_local_search_of_h_and_lambda():
+    import warnings
+
+    from skl_nw import BandwidthSearchCV
+
+    X, y = _ordered_data()
+    est = LocalPolynomialRegressor(categorical_features=[2], ordered_features=[3])
+    grid = BandwidthSearchCV(est).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sgd = BandwidthSearchCV(est, method="sgd", random_state=0).fit(X, y)
+    for search in (grid, sgd):
+        h = search.bandwidth_
+        assert 0 <= h[2] <= 2 / 3 and 0 <= h[3] < 1
+        # best_score_ is the leave-one-out score of the selected bandwidths.
+        P = (
+            LocalPolynomialRegressor(h, categorical_features=[2], ordered_features=[3])
+            .fit(X, y)
+            ._leave_one_out()
+            .predictions([1.0])[0, :, 0]
+        )
+        assert -np.mean((P - y) ** 2) == pytest.approx(search.best_score_, rel=1e-9)

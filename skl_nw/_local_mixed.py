@@ -1,0 +1,122 @@
+"""Leave-one-out of local polynomial fits with categorical features: lambdas by cells.
+
+As for Nadaraya–Watson (:class:`skl_nw._engine.MixedLeaveOneOut`), the
+discrete kernels are constant on each cell of categories, so every moment
+sum is ``sum_g L(z_i, g) S_ig`` with per-cell sums ``S_ig`` that do not
+depend on lambda: one grouped pass gives the leave-one-out fits for a whole
+grid of lambdas, and the derivative of a fit in ``lambda_j`` comes from the
+same sums weighted by ``L d log L_j / d lambda_j``.  The fit ``beta = G^-1 b``
+moves by ``G^-1 (db - dG beta)`` (the weight sum's derivative cancels), so
+``dm/d lambda_j = a . (db_j - dG_j beta)`` with ``a = G^-1 e_1``.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from . import _engine
+from ._engine._mixed import MixedLeaveOneOut
+from ._local_fit import Moments, fit_local, gram_index, npar
+
+
+class MixedLocalLeaveOneOut(MixedLeaveOneOut):
+    """The search protocol of a local polynomial fit with categorical features.
+
+    ``base`` is the fit's :class:`skl_nw._local_poly.LocalLeaveOneOut`; the
+    continuous bandwidths' gradient is its own (the engine weights its sums
+    by the discrete kernels), the lambdas' gradient comes from cell sums.
+    """
+
+    def predictions(self, factors, n_jobs=None, rows=None, lambdas=None) -> np.ndarray:
+        """Leave-one-out fits (F, n, k), or (L, F, n, k) for candidate ``lambdas``."""
+        if lambdas is None:
+            P = self.base.predictions(factors, n_jobs=n_jobs)
+            return P if rows is None else P[:, rows]
+        lambdas = np.atleast_2d(np.asarray(lambdas, dtype=np.float64))
+        base, Y = self.base, self.targets
+        mom = base._mom
+        sums = _engine.kernel_sums(
+            None, self._cells(), base.kernel, values=mom.values(base.Z, Y), factors=factors,
+            grouped=True, loo=True, options=_engine.Options(rtol=base.rtol, n_jobs=n_jobs),
+        )  # fmt: skip
+        out = np.empty((len(lambdas), len(factors), len(Y), Y.shape[1]))
+        everyone = np.arange(len(Y))
+        for t, lam in enumerate(lambdas):
+            logL = self._cell_log(self.tables(lam), everyone)
+            for f, factor in enumerate(np.asarray(factors, dtype=float)):
+                M, B, _ = _combine(mom, sums, f, logL, Y.shape[1])
+                M, B = mom.rescale(M, B, factor)
+                out[t, f] = fit_local(mom, M, B, base.Z / factor, base.degree)[0][:, 0]
+        return out if rows is None else out[:, :, rows]
+
+    def loss_grad(self, theta, rows, loss_fn, row_weights):
+        """Leave-one-out loss at ``rows`` and its gradient in ``theta`` (n_features,)."""
+        factors, lambdas, dlam = self._split(theta)
+        tables = self.tables(lambdas)
+        base = copy.copy(self.base)
+        base.train = copy.copy(self.train)
+        base.train.code_rows = np.hstack([t[self.train.codes[:, j]] for j, t in enumerate(tables)])
+        loss, grad_h = base.loss_grad(np.log(factors), rows, loss_fn, row_weights)
+        grad_lam = self._lambda_grad(factors, lambdas, rows, loss_fn, row_weights)
+        grad = np.empty(len(self.mask))
+        grad[~self.mask], grad[self.mask] = grad_h, grad_lam * dlam
+        return loss, grad
+
+    def _lambda_grad(self, factors, lambdas, rows, loss_fn, row_weights) -> np.ndarray:
+        base, Y = self.base, self.targets
+        k, degree, mom = Y.shape[1], base.degree, base._mom
+        Z = base.Z / factors
+        log_w = self.train.to_caller(self.train.log_w)
+        cells = _engine.prepare_train(Z, log_w=log_w, groups=self.cell_of)
+        sums = _engine.kernel_sums(
+            Z[rows], cells, base.kernel, values=mom.values(Z, Y), grouped=True, exclude=rows,
+            options=_engine.Options(rtol=base.rtol),
+        )  # fmt: skip
+        logL = self._cell_log(self.tables(lambdas), rows)
+        dtables = self.tables(lambdas, derivative=True)
+        M, B, weights = _combine(mom, sums, 0, logL, k)
+        q = Z[rows]
+        coef, a, _, _ = fit_local(mom, M, B, q, degree)
+        _, R = loss_fn(coef[:, 0], rows)
+        r = row_weights / row_weights.sum()
+        gi, P = gram_index(q.shape[1], degree), npar(q.shape[1], degree)
+        grad = np.empty(len(dtables))
+        for j, table in enumerate(dtables):
+            dlog = table[self.codes[rows, j]][:, self.cells[:, j]]  # (b, G)
+            Mj, Bj = _read(mom, np.einsum("bg,bgc->bc", weights * dlog, sums.scaled[:, 0, 0]),
+                           sums.value_scale, k)  # fmt: skip
+            Mq, Bq = mom.about(Mj, Bj, q)
+            if degree == 0:
+                dP = Bq[:, 0] - Mq[:, :1] * coef[:, 0]
+            else:
+                dP = np.einsum("mp,mpk->mk", a, Bq[:, :P] - Mq[:, gi] @ coef)
+            grad[j] = np.einsum("m,mk,mk->", r, R, dP)
+        return grad
+
+
+def _combine(mom: Moments, sums, f: int, logL: np.ndarray, k: int):
+    """Raw moments (weight-sum normalised) of ``sum_g L_g S_g``, and the cell weights.
+
+    ``weights`` (b, G) are ``L_g exp(log_scale_g)`` over the total weight, so
+    that ``weights @ scaled`` gives any cell-weighted sum on the same scale.
+    """
+    terms = sums.log_scale[:, f, 0] + logL
+    top = terms.max(axis=1, keepdims=True)
+    e = np.exp(terms - np.where(np.isfinite(top), top, 0.0))
+    S = np.einsum("bg,bgc->bc", e, sums.scaled[:, f, 0])
+    total = S[:, -1:]
+    weights = e / total
+    M, B = _read(mom, S / total, sums.value_scale, k)
+    return M, B, weights
+
+
+def _read(mom: Moments, ratio: np.ndarray, value_scale: np.ndarray, k: int):
+    """Moments ``M`` (b, n_plain) and ``B`` (b, n_y, k) from sums over the weight sum."""
+    ratio = ratio * value_scale
+    M = np.empty((len(ratio), mom.n_plain))
+    M[:, 0] = ratio[:, -1]
+    M[:, 1:] = ratio[:, : mom.n_plain - 1]
+    B = ratio[:, mom.n_plain - 1 : mom.n_plain - 1 + mom.n_y * k]
+    return M, B.reshape(len(ratio), mom.n_y, k)
