@@ -5,9 +5,10 @@ the keys are the training inputs, the values are the training targets, and the
 attention weights are the softmax of negative scaled squared distances.
 """
 
-from ._estimators import NadarayaWatsonRegressor, ParzenClassifier, rule_of_thumb
+from ._estimators import NadarayaWatsonRegressor, rule_of_thumb
 from ._kernels import KERNELS, Kernel, get_kernel
 from ._local_poly import LocalPolynomialRegressor
+from ._parzen import ParzenClassifier
 from ._search import BandwidthSearchCV
 from ._significance import SignificanceResult, significance_test
 
