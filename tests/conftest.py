@@ -66,23 +66,11 @@ def naive_local_poly(
     gradients ``coef[t_j] / h_j``, (m, d) or (m, k, d).  Points of zero weight
     are dropped first (an underdetermined system is the caller's concern).
     """
-    X_train, X_query = np.asarray(X_train, float), np.asarray(X_query, float)
-    y = np.asarray(y_train, float)
-    Y = y.reshape(len(y), -1)
-    d = X_train.shape[1]
-    h = np.broadcast_to(np.asarray(bandwidth, float), (d,))
-    exps = [
-        np.bincount(np.array(c, dtype=int), minlength=d)
-        for k in range(degree + 1)
-        for c in itertools.combinations_with_replacement(range(d), k)
-    ]
-    w = np.ones(len(X_train)) if sample_weight is None else np.asarray(sample_weight, float)
+    y, Y, h, w, problems = _local_problems(X_train, y_train, X_query, bandwidth, kernel, degree,
+                                        sample_weight)  # fmt: skip
+    d = len(h)
     pred, grad = [], []
-    for q in X_query:
-        T = (X_train - q) / h
-        W = w * PROFILES[ALIASES.get(kernel, kernel)](np.sqrt((T**2).sum(axis=1)))
-        keep = W > 0
-        Phi = np.column_stack([np.prod(T[keep] ** e, axis=1) for e in exps])
+    for W, keep, Phi in problems:
         root = np.sqrt(W[keep])[:, None]
         coef = np.linalg.lstsq(Phi * root, Y[keep] * root, rcond=None)[0]
         pred.append(coef[0])
@@ -106,23 +94,10 @@ def naive_local_poly_std(
     rows, each of noise variance ``sigma^2``).  Returns the fits and standard
     errors, each (m,) for 1-D y or (m, k).
     """
-    X_train, X_query = np.asarray(X_train, float), np.asarray(X_query, float)
-    y = np.asarray(y_train, float)
-    Y = y.reshape(len(y), -1)
-    d = X_train.shape[1]
-    h = np.broadcast_to(np.asarray(bandwidth, float), (d,))
-    exps = [
-        np.bincount(np.array(c, dtype=int), minlength=d)
-        for k in range(degree + 1)
-        for c in itertools.combinations_with_replacement(range(d), k)
-    ]
-    w = np.ones(len(X_train)) if sample_weight is None else np.asarray(sample_weight, float)
+    y, Y, h, w, problems = _local_problems(X_train, y_train, X_query, bandwidth, kernel, degree,
+                                        sample_weight)  # fmt: skip
     fits, ses = [], []
-    for q in X_query:
-        T = (X_train - q) / h
-        W = w * PROFILES[ALIASES.get(kernel, kernel)](np.sqrt((T**2).sum(axis=1)))
-        keep = W > 0
-        Phi = np.column_stack([np.prod(T[keep] ** e, axis=1) for e in exps])
+    for W, keep, Phi in problems:
         A = np.linalg.pinv(Phi.T @ (W[keep, None] * Phi))
         beta = A @ Phi.T @ (W[keep, None] * Y[keep])
         hat = (A @ Phi.T * W[keep])[0]
@@ -495,3 +470,27 @@ def naive_mixed_weights(X_train, X_query, bandwidth, kinds, sample_weight=None, 
     if sample_weight is not None:
         K = K * np.asarray(sample_weight, float)[None, :]
     return K / K.sum(axis=1, keepdims=True)
+
+
+def _local_problems(X_train, y_train, X_query, bandwidth, kernel, degree, sample_weight):
+    """Targets, bandwidths, sample weights and, per query, ``W = w K``, the kept rows, ``Phi``."""
+    X_train, X_query = np.asarray(X_train, float), np.asarray(X_query, float)
+    y = np.asarray(y_train, float)
+    Y = y.reshape(len(y), -1)
+    d = X_train.shape[1]
+    h = np.broadcast_to(np.asarray(bandwidth, float), (d,))
+    exps = [
+        np.bincount(np.array(c, dtype=int), minlength=d)
+        for k in range(degree + 1)
+        for c in itertools.combinations_with_replacement(range(d), k)
+    ]
+    w = np.ones(len(X_train)) if sample_weight is None else np.asarray(sample_weight, float)
+
+    def problems():
+        for q in X_query:
+            T = (X_train - q) / h
+            W = w * PROFILES[ALIASES.get(kernel, kernel)](np.sqrt((T**2).sum(axis=1)))
+            keep = W > 0
+            yield W, keep, np.column_stack([np.prod(T[keep] ** e, axis=1) for e in exps])
+
+    return y, Y, h, w, problems()
