@@ -8,11 +8,12 @@ from numbers import Integral
 import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import RegressorMixin, _fit_context
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
 from . import _engine
 from ._base import _NWBase
+from ._binned_local import BinnedLocalFit
 from ._inference import hat_diagonal
 from ._kernels import Kernel
 from ._local_fit import Moments, blocks, exponents, fit_local, npar, position, usable_degree
@@ -170,15 +171,26 @@ default="scott"
         Nadaraya–Watson estimator), 1 (local linear), 2 (local quadratic), ...
         The fit has ``C(d + degree, degree)`` coefficients and its moment sums
         ``C(d + 2 degree, d)`` columns (35 for ``degree=2``, ``d=3``).
-    algorithm : {"auto", "brute", "kd_tree", "ball_tree"}, default="auto"
+    algorithm : {"auto", "brute", "kd_tree", "ball_tree", "binned"}, default="auto"
         How the kernel sums are computed, as for :class:`NadarayaWatsonRegressor`:
         compact kernels are exact on every path, infinite-support kernels
-        agree to ``rtol``.
+        agree to ``rtol``.  "binned" (1 to 3 features) fits the local
+        polynomial at the nodes of a regular grid from binned moments and
+        interpolates, within ``binned_tol`` (see the user guide's "Binned
+        path"); "auto" takes it only when ``binned_tol`` is set, from 100,000
+        training points on.
     leaf_size : int, default=40
         Leaf size of the tree.
     rtol : float, default=1e-16
         Tree path, infinite-support kernels: the kernel mass left outside each
         query's search radius is at most ``rtol`` times the mass inside.
+    binned_tol : float in (0, 1), default=None
+        Accuracy of ``algorithm="binned"``: the grid spacing is that of
+        :class:`NadarayaWatsonRegressor`'s binned path divided by
+        ``sqrt(2 degree)``, so that predictions stay within about
+        ``binned_tol * (max(y) - min(y))`` of the exact ones where the data
+        has many points per bandwidth.  None: 1e-4 with ``algorithm="binned"``,
+        and "auto" never bins.
     n_jobs : int, default=None
         Threads over chunks of queries at predict.
     categorical_features : "from_dtype", array-like of bool, int or str, or None, \
@@ -279,8 +291,6 @@ default="from_dtype"
 
     _parameter_constraints: dict = {
         **_NWBase._parameter_constraints,
-        # The exact paths only: local polynomial moments are not binned.
-        "algorithm": [StrOptions({"auto", "brute", "kd_tree", "ball_tree"})],
         "degree": [Interval(Integral, 0, None, closed="left")],
     }
 
@@ -293,6 +303,7 @@ default="from_dtype"
         algorithm: str = "auto",
         leaf_size: int = 40,
         rtol: float = 1e-16,
+        binned_tol: float | None = None,
         n_jobs: int | None = None,
         categorical_features="from_dtype",
         ordered_features="from_dtype",
@@ -305,6 +316,7 @@ default="from_dtype"
         self.algorithm = algorithm
         self.leaf_size = leaf_size
         self.rtol = rtol
+        self.binned_tol = binned_tol
         self.n_jobs = n_jobs
         self.categorical_features = categorical_features
         self.ordered_features = ordered_features
@@ -342,7 +354,7 @@ default="from_dtype"
         Value columns ``mom.values(Z, values)`` (default: the training targets),
         then the columns ``extra`` (n, e) if given.
         """
-        train = self._train
+        train = self._exact_train()
         Y = train.to_caller(train.values) if values is None else values
         V = mom.values(train.to_caller(train.X), Y)
         if extra is not None:
@@ -356,6 +368,8 @@ default="from_dtype"
 
     def _fit_degree(self) -> int:
         """``degree``, lowered to the number of points of positive weight (see Notes)."""
+        if self._fit_method == "binned":
+            return self._binned.degree
         n_points = int(np.isfinite(self._train.log_w).sum())
         return usable_degree(self.degree, self._train.d, n_points)
 
@@ -364,8 +378,9 @@ default="from_dtype"
 
         ``values`` (n, k) replaces the training targets (the fit is linear in them).
         """
-        d = self._train.d  # the continuous features
-        k = (self._train.values if values is None else values).shape[1]
+        train = self._exact_train()
+        d = train.d  # the continuous features
+        k = (train.values if values is None else values).shape[1]
         degree = self._fit_degree()
         mom = Moments(d, 2 * degree, degree)
         coef = np.zeros((len(Q), npar(d, self.degree), k))
@@ -416,7 +431,25 @@ default="from_dtype"
         """
         if return_std:
             return self._predict_with_std(X)
-        return self._shaped(self._coefficients(self._queries(X))[:, 0])
+        Q = self._queries(X)
+        if self._fit_method == "binned":
+            return self._shaped(self._binned_fit(Q)[0])
+        return self._shaped(self._coefficients(Q)[:, 0])
+
+    def _binned_fit(self, Q: np.ndarray, slopes: bool = False):
+        """Binned fitted values (m, k) and slopes (m, d, k) or None, scaled units.
+
+        Queries the grid cannot serve (outside it, or next to a node below the
+        floor) are computed on the exact path.
+        """
+        values, grad, redo = self._binned.predict(Q, slopes)
+        rows = np.flatnonzero(redo)
+        if len(rows):
+            coef = self._coefficients(Q[rows])
+            values[rows] = coef[:, 0]
+            if slopes:
+                grad[rows] = coef[:, 1 : Q.shape[1] + 1]
+        return values, grad
 
     def predict_gradient(self, X: ArrayLike) -> np.ndarray:
         """Estimated gradient ``dm/dx_j`` of the regression function at each query.
@@ -444,15 +477,18 @@ default="from_dtype"
 
     def _gradient(self, Q: np.ndarray) -> np.ndarray:
         """Return the gradient at the scaled queries: (m, k, d)."""
-        d = self._train.d
+        if self.degree >= 1 and self._fit_method == "binned":
+            return np.swapaxes(self._binned_fit(Q, slopes=True)[1], 1, 2) / self._continuous_h()
         if self.degree >= 1:
+            d = self._train.d
             grad = np.swapaxes(self._coefficients(Q)[:, 1 : d + 1], 1, 2)
             return grad / self._continuous_h()
         return self._nw_gradient(Q)
 
     def _nw_gradient(self, Q: np.ndarray) -> np.ndarray:
         """``d/dq_j`` of the NW ratio with ``dK/dq_j = dK/ds * (-2 (z_j - q_j))``: (m, k, d)."""
-        d, k = self._train.d, self._train.values.shape[1]
+        train = self._exact_train()
+        d, k = train.d, train.values.shape[1]
         mom = Moments(d, 1, 1)
         parts = []
         for _, q, sums in self._local(Q, mom, powers=(1, "ds")):
@@ -470,7 +506,12 @@ default="from_dtype"
     def _leave_one_out(self) -> LocalLeaveOneOut:
         """Return what BandwidthSearchCV needs (see :class:`skl_nw._engine.LeaveOneOut`)."""
         check_is_fitted(self)
-        return LocalLeaveOneOut(self._train, self._kernel, self.degree, self.rtol)
+        # The binned path's leave-one-out is the exact one (its training set built on need).
+        return LocalLeaveOneOut(self._exact_train(), self._kernel, self.degree, self.rtol)
+
+    def _binned_training(self, Xs: np.ndarray, w: np.ndarray, values: np.ndarray, tol: float):
+        """Return the binned path's training side: local fits at the grid nodes."""
+        return BinnedLocalFit(Xs, w, values, self._kernel, tol, self.degree, self.rtol)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
