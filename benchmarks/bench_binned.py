@@ -15,6 +15,12 @@ Run ``python -m benchmarks binned`` (about 5-8 minutes on 2 cores) or
 3. Time against n for binned, tree and brute (a log-log plot).
 4. Leave-one-out bandwidth search (the default 40-candidate grid), d = 1.
 5. Direct against FFT convolution by stencil size (the constant of the engine).
+6. Local linear (``LocalPolynomialRegressor(degree=1)``), d = 1, n = 1e6 and 1e7:
+   binned fit + predict of 1e5 queries, max error against a direct local-linear
+   summation on a subsample of queries, and the exact brute-force path (timed on
+   a subsample of queries, extrapolated linearly in m).
+
+``--only local`` runs section 6 alone.
 """
 
 from __future__ import annotations
@@ -27,7 +33,12 @@ import numpy as np
 import scipy.fft
 from scipy import ndimage
 
-from skl_nw import BandwidthSearchCV, NadarayaWatsonRegressor, rule_of_thumb
+from skl_nw import (
+    BandwidthSearchCV,
+    LocalPolynomialRegressor,
+    NadarayaWatsonRegressor,
+    rule_of_thumb,
+)
 
 from ._common import describe, environment, table, timings
 
@@ -55,6 +66,54 @@ def exact_reference(X: np.ndarray, y: np.ndarray, Q: np.ndarray, h: np.ndarray) 
         k = np.exp(-0.5 * s[s < CUTOFF**2])
         out[t] = k @ ys[lo:hi][s < CUTOFF**2] / k.sum()
     return out
+
+
+def local_linear_reference(X, y, Q, h) -> np.ndarray:
+    """Gaussian local-linear fits by direct summation within CUTOFF bandwidths (d = 1).
+
+    Independent of skl_nw: offsets ``t = (x - q) / h`` about each query, the 2 x 2
+    weighted least-squares problem in closed form.
+    """
+    order = np.argsort(X[:, 0])
+    xs, ys = X[order, 0] / h[0], y[order]
+    out = np.empty(len(Q))
+    for j, q in enumerate(Q[:, 0] / h[0]):
+        lo, hi = np.searchsorted(xs, [q - CUTOFF, q + CUTOFF])
+        t = xs[lo:hi] - q
+        k = np.exp(-0.5 * t * t)
+        s0, s1, s2 = k.sum(), k @ t, k @ (t * t)
+        b0, b1 = k @ ys[lo:hi], k @ (t * ys[lo:hi])
+        out[j] = (s2 * b0 - s1 * b1) / (s0 * s2 - s1 * s1)
+    return out
+
+
+def section_local(sizes, m, n_check, tol):
+    rows = []
+    for n in sizes:
+        X, y, rng = make_data(n, 1)
+        h = rule_of_thumb(X)
+        Q = rng.normal(size=(m, 1))
+        reference = local_linear_reference(X, y, Q[:n_check], h)
+
+        def run(X=X, y=y, h=h, Q=Q):
+            est = LocalPolynomialRegressor(h, algorithm="binned", binned_tol=tol).fit(X, y)
+            return est.predict(Q), est
+
+        (P, est), times = timings(run, repeat=3)
+        error = np.abs(P[:n_check] - reference).max() / np.ptp(y)
+        sub = 20 if n > 10**6 else 100
+        brute = LocalPolynomialRegressor(h, algorithm="brute").fit(X, y)
+        start = time.perf_counter()
+        exact = brute.predict(Q[:sub])
+        per_query = (time.perf_counter() - start) / sub
+        brute_error = np.abs(exact - reference[:sub]).max() / np.ptp(y)
+        rows.append([f"{n:.0e}", f"{est._binned.grid.shape[0]}", f"{np.median(times):.3f}",
+                     f"{error:.1e}", f"{per_query * m:.0f} (x {m / sub:g})",
+                     f"{brute_error:.0e}", f"{per_query * m / np.median(times):.0f}"])  # fmt: skip
+    print(table([f"local linear, d = 1, Gaussian, {m:.0e} queries, binned_tol={tol:g}: n",
+                 "nodes", "binned fit + predict (s)", f"max error / range ({n_check} queries)",
+                 "exact brute (s, extrapolated)", "brute error / range", "speed-up"],
+                rows))  # fmt: skip
 
 
 def binned_run(X, y, h, Q, tol):
@@ -197,9 +256,15 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks binned")
     parser.add_argument("--quick", action="store_true", help="n = 1e5 only (seconds)")
     parser.add_argument("--plot", default=None, help="write the scaling plot here (PNG)")
+    parser.add_argument("--only", choices=["local"], default=None, help="one section only")
     args = parser.parse_args(argv)
     print(describe(environment(extra=("KDEpy",))) + "\n")
     quick = args.quick
+    local = ([10**5] if quick else [10**6, 10**7], 10**4 if quick else 10**5,
+             100 if quick else 200, 1e-6)  # fmt: skip
+    if args.only == "local":
+        section_local(*local)
+        return
     section_1d(10**5 if quick else 10**7, 10**4 if quick else 10**5, 200 if quick else 2000,
                (1e-5, 1e-6) if quick else (1e-4, 1e-5, 1e-6), [])  # fmt: skip
     print()
@@ -213,3 +278,5 @@ def main(argv=None) -> None:
     section_search(10**5 if quick else 10**6)
     print()
     section_convolution(10**5)
+    print()
+    section_local(*local)

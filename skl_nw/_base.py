@@ -256,6 +256,10 @@ class _NWBase(BaseEstimator):
         trees = [t.tree for t in self._train.trees] or None
         self.tree_ = trees[0] if trees is not None and groups is None else trees
 
+    def _binned_training(self, Xs: np.ndarray, w: np.ndarray, values: np.ndarray, tol: float):
+        """Return the training side of the binned path (pooled kernel sums here)."""
+        return _binning.pooling(self, Xs, w, values, tol)
+
     def _options(self) -> _engine.Options:
         return _engine.Options(rtol=self.rtol, n_jobs=self.n_jobs)
 

@@ -14,7 +14,7 @@ from ._engine import Options
 from ._engine._binned import MAX_FEATURES, BinnedSums
 from ._engine._binned_loo import loo_pool
 
-__all__ = ["DEFAULT_TOL", "BinnedLeaveOneOut", "build", "pool", "wanted"]
+__all__ = ["DEFAULT_TOL", "BinnedLeaveOneOut", "build", "pool", "pooling", "wanted"]
 
 #: ``binned_tol`` used by ``algorithm="binned"`` when the user leaves it at None.
 DEFAULT_TOL = 1e-4
@@ -48,7 +48,12 @@ def build(est, Xs: np.ndarray, w: np.ndarray, values: np.ndarray) -> None:
     est._fit_method = "binned"
     est._train = None
     est.tree_ = None
-    est._binned = BinnedSums(Xs, w, values, est._kernel, tol, est.rtol)
+    est._binned = est._binned_training(Xs, w, values, tol)
+
+
+def pooling(est, Xs: np.ndarray, w: np.ndarray, values: np.ndarray, tol: float) -> BinnedSums:
+    """Return the binned kernel sums of a pooling estimator (Nadaraya–Watson, Parzen)."""
+    return BinnedSums(Xs, w, values, est._kernel, tol, est.rtol)
 
 
 def pool(est, Q: np.ndarray, fallback: str) -> np.ndarray:

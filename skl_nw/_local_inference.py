@@ -26,12 +26,12 @@ class _LocalInferenceMixin(_SmootherInferenceMixin):
 
     def _targets(self) -> tuple[np.ndarray, np.ndarray]:
         """Training targets (n, k) and sample weights (n,), caller order."""
-        train = self._train
+        train = self._exact_train()
         return train.to_caller(train.values), np.exp(train.to_caller(train.log_w))
 
     def _training_queries(self) -> np.ndarray:
         """Return the scaled training inputs, caller order (the in-sample queries)."""
-        train = self._train
+        train = self._exact_train()
         return train.to_caller(train.queries()) + train.query_center
 
     def _smooth(self, Q: np.ndarray | None, V: np.ndarray) -> np.ndarray:
@@ -55,7 +55,8 @@ class _LocalInferenceMixin(_SmootherInferenceMixin):
         ``a . phi(x_i - q)``, written in raw monomials of the centred training
         inputs (``phi(z - q) = T phi(z)``: the expansion of the moment sums).
         """
-        train, d = self._train, self._train.d
+        train = self._exact_train()
+        d = train.d
         degree = self._fit_degree()
         mom = Moments(d, 2 * degree, degree)
         k = train.values.shape[1]
@@ -79,7 +80,7 @@ class _LocalInferenceMixin(_SmootherInferenceMixin):
         ``(y - c)^2`` (``c`` the mean target, against cancellation).
         """
         Y, w = self._targets()
-        k, d = Y.shape[1], self._train.d
+        k, d = Y.shape[1], self._exact_train().d
         center = Y[w > 0].mean(axis=0)
         degree = self._fit_degree()
         mom = Moments(d, 2 * degree, degree)

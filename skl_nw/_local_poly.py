@@ -2,145 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from numbers import Integral
 
 import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import RegressorMixin, _fit_context
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
 from . import _engine
 from ._base import _NWBase
-from ._inference import hat_diagonal
-from ._kernels import Kernel
-from ._local_fit import Moments, blocks, exponents, fit_local, npar, position, usable_degree
+from ._binned_local import BinnedLocalFit
+from ._local_fit import Moments, blocks, fit_local, npar, usable_degree
 from ._local_inference import _LocalInferenceMixin
+from ._local_loo import LocalLeaveOneOut
 from ._local_mixed import MixedLocalLeaveOneOut
 
 __all__ = ["LocalPolynomialRegressor"]
-
-
-class LocalLeaveOneOut:
-    """Leave-one-out predictions and loss gradient of a local polynomial fit (the search protocol).
-
-    The interface of :class:`skl_nw._engine.LeaveOneOut`.  The leave-one-out
-    fit at training row ``i`` is the local fit of moment sums from which the
-    engine drops row ``i`` by index: the exact refit without ``i`` (the
-    treatment of a degenerate local problem included), computed at once
-    for every row and bandwidth multiple.  Where the local problem stays
-    well-posed it equals the linear-smoother identity
-    ``y_i - yhat_(-i) = (y_i - yhat_i) / (1 - H_ii)``, computed without its
-    cancellation as ``H_ii -> 1``.
-    """
-
-    def __init__(self, train, kernel: Kernel, degree: int, rtol: float):
-        d = train.X.shape[1]
-        n_points = int(np.isfinite(train.log_w).sum())
-        self.fit_degree = usable_degree(degree, d, n_points)
-        # A refit without one row has one point of positive weight fewer.
-        degree = usable_degree(degree, d, n_points - 1)
-        self.train, self.kernel, self.degree, self.rtol = train, kernel, degree, rtol
-        self.targets = train.to_caller(train.values)
-        self.Z = train.to_caller(train.X)
-        self._mom = Moments(d, 2 * degree, degree)
-        self._dmom = Moments(d, 2 * degree + 2, degree + 2)
-        # Where sum w K' t_j^2 z^(a + b) (and z^a y) read the raw moments of two more
-        # degrees: t_j^2 = z_j^2 - 2 q_j z_j + q_j^2 (see loss_grad).
-        basis = exponents(d, degree)
-        pair = basis[:, None, :] + basis[None, :, :]
-        unit = np.eye(d, dtype=np.intp)
-        top, ytop = 2 * degree + 2, degree + 2
-        self._plain = [
-            np.stack([position(d, top, (pair + s * unit[j]).reshape(-1, d)).reshape(pair.shape[:2])
-                      for j in range(d)])
-            for s in (0, 1, 2)
-        ]  # fmt: skip
-        self._y = [np.stack([position(d, ytop, basis + s * unit[j]) for j in range(d)])
-                   for s in (0, 1, 2)]  # fmt: skip
-
-    def predictions(self, factors, n_jobs=None) -> np.ndarray:
-        """Leave-one-out predictions at every training row, per bandwidth multiple: (F, n, k)."""
-        Y, k = self.targets, self.targets.shape[1]
-        sums = _engine.kernel_sums(
-            None, self.train, self.kernel, values=self._mom.values(self.Z, Y),
-            factors=factors, loo=True, options=_engine.Options(rtol=self.rtol, n_jobs=n_jobs),
-        )  # fmt: skip
-        out = np.empty((len(sums.shift[0]), len(Y), k))
-        for f, factor in enumerate(np.asarray(factors, dtype=float)):
-            M, B = self._mom.rescale(*self._mom.read(sums, f, 0, k), factor)
-            out[f] = fit_local(self._mom, M, B, self.Z / factor, self.degree)[0][:, 0]
-        return out
-
-    def fits(self, factors, n_jobs=None) -> tuple[np.ndarray, np.ndarray]:
-        """In-sample fits (F, n, k) and hat diagonal (F, n), per bandwidth multiple.
-
-        ``H_ii = l_i(x_i)``, point ``i``'s equivalent-kernel weight in its own
-        fit: its attention weight ``w_i K(0) L(z_i, z_i) / sum_j w_j K_ij L_ij``
-        times ``e_1 . G^-1 e_1``, the fitted polynomial's value at ``x_i``.
-        """
-        Y, k, degree = self.targets, self.targets.shape[1], self.fit_degree
-        mom = Moments(self.Z.shape[1], 2 * degree, degree)
-        sums = _engine.kernel_sums(
-            None, self.train, self.kernel, values=mom.values(self.Z, Y), factors=factors,
-            options=_engine.Options(rtol=self.rtol, n_jobs=n_jobs),
-        )  # fmt: skip
-        own = hat_diagonal(sums, self.train.to_caller(self.train.self_log_weights()))
-        fitted = np.empty((len(factors), len(Y), k))
-        hat = np.empty((len(factors), len(Y)))
-        for f, factor in enumerate(np.asarray(factors, dtype=float)):
-            M, B = mom.rescale(*mom.read(sums, f, 0, k), factor)
-            coef, a, _, _ = fit_local(mom, M, B, self.Z / factor, degree)
-            fitted[f], hat[f] = coef[:, 0], own[:, f] * a[:, 0]
-        return fitted, hat
-
-    def loss_grad(
-        self,
-        log_factors: np.ndarray,
-        rows: np.ndarray,
-        loss_fn: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
-        row_weights: np.ndarray,
-    ) -> tuple[float, np.ndarray]:
-        """Leave-one-out loss at ``rows`` and its gradient in the log bandwidth multiples.
-
-        With weights ``W_k = w_k K(s_k)``, the fit ``a . b`` (``a = G^-1 e_1``)
-        moves by ``dm / d log h_j = sum_k dW_k/d log h_j (phi_k . a) r_k``
-        (``r_k`` the local residual) and ``dW_k / d log h_j = -2 w_k K'(s_k) t_kj^2``:
-        raw moments of ``w K'`` (the engine's ``"ds"`` sums) of two more
-        degrees, contracted with the fitted polynomials written in raw
-        monomials (so only the fit's own moments are moved to the query).
-        Exact for the degree each query is fitted at (it is piecewise
-        constant in the bandwidths).
-        """
-        factors = np.exp(log_factors)
-        train = self.train.rescaled(factors)
-        Z, Y = self.Z / factors, self.targets
-        k, dmom, mom = Y.shape[1], self._dmom, self._mom
-        sums = _engine.kernel_sums(
-            train.queries(train.inverse_rows(rows)), train, self.kernel,
-            values=dmom.values(Z, Y), powers=(1, "ds"),
-            exclude=rows, options=_engine.Options(rtol=self.rtol),
-        )  # fmt: skip
-        q = Z[rows]
-        M, B = dmom.read(sums, 0, 0, k)
-        coef, a, _, _ = fit_local(mom, M[:, : mom.n_plain], B[:, : mom.n_y], q, self.degree)
-        losses, R = loss_fn(coef[:, 0], rows)
-        # The fitted polynomials in raw monomials: phi(z - q) . a = phi(z) . (T^T a).
-        T = mom.yshift.matrix(q)
-        a_raw = np.einsum("mab,ma->mb", T, a)
-        coef_raw = np.einsum("mab,mak->mbk", T, coef)
-        Md, Bd = dmom.read(sums, 0, 1, k)
-        r = row_weights / row_weights.sum()
-        grad = np.empty(len(factors))
-        for j in range(len(factors)):
-            qj = q[:, j, None, None]
-            N = Md[:, self._plain[2][j]] - 2 * qj * Md[:, self._plain[1][j]]
-            N += qj**2 * Md[:, self._plain[0][0]]
-            By = Bd[:, self._y[2][j]] - 2 * qj * Bd[:, self._y[1][j]] + qj**2 * Bd[:, self._y[0][0]]
-            dP = np.einsum("ma,mak->mk", a_raw, By - N @ coef_raw)
-            grad[j] = -2.0 * np.einsum("m,mk,mk->", r, R, dP)
-        return float(r @ losses), grad
 
 
 class LocalPolynomialRegressor(_LocalInferenceMixin, RegressorMixin, _NWBase):
@@ -171,15 +49,26 @@ default="scott"
         Nadaraya–Watson estimator), 1 (local linear), 2 (local quadratic), ...
         The fit has ``C(d + degree, degree)`` coefficients and its moment sums
         ``C(d + 2 degree, d)`` columns (35 for ``degree=2``, ``d=3``).
-    algorithm : {"auto", "brute", "kd_tree", "ball_tree"}, default="auto"
+    algorithm : {"auto", "brute", "kd_tree", "ball_tree", "binned"}, default="auto"
         How the kernel sums are computed, as for :class:`NadarayaWatsonRegressor`:
         compact kernels are exact on every path, infinite-support kernels
-        agree to ``rtol``.
+        agree to ``rtol``.  "binned" (1 to 3 features) fits the local
+        polynomial at the nodes of a regular grid from binned moments and
+        interpolates, within ``binned_tol`` (see the user guide's "Binned
+        path"); "auto" takes it only when ``binned_tol`` is set, from 100,000
+        training points on.
     leaf_size : int, default=40
         Leaf size of the tree.
     rtol : float, default=1e-16
         Tree path, infinite-support kernels: the kernel mass left outside each
         query's search radius is at most ``rtol`` times the mass inside.
+    binned_tol : float in (0, 1), default=None
+        Accuracy of ``algorithm="binned"``: the grid spacing is that of
+        :class:`NadarayaWatsonRegressor`'s binned path divided by
+        ``sqrt(2 degree)``, so that predictions stay within about
+        ``binned_tol * (max(y) - min(y))`` of the exact ones where the data
+        has many points per bandwidth.  None: 1e-4 with ``algorithm="binned"``,
+        and "auto" never bins.
     n_jobs : int, default=None
         Threads over chunks of queries at predict.
     categorical_features : "from_dtype", array-like of bool, int or str, or None, \
@@ -280,8 +169,6 @@ default="from_dtype"
 
     _parameter_constraints: dict = {
         **_NWBase._parameter_constraints,
-        # The exact paths only: local polynomial moments are not binned.
-        "algorithm": [StrOptions({"auto", "brute", "kd_tree", "ball_tree"})],
         "degree": [Interval(Integral, 0, None, closed="left")],
     }
 
@@ -294,6 +181,7 @@ default="from_dtype"
         algorithm: str = "auto",
         leaf_size: int = 40,
         rtol: float = 1e-16,
+        binned_tol: float | None = None,
         n_jobs: int | None = None,
         categorical_features="from_dtype",
         ordered_features="from_dtype",
@@ -306,6 +194,7 @@ default="from_dtype"
         self.algorithm = algorithm
         self.leaf_size = leaf_size
         self.rtol = rtol
+        self.binned_tol = binned_tol
         self.n_jobs = n_jobs
         self.categorical_features = categorical_features
         self.ordered_features = ordered_features
@@ -343,7 +232,7 @@ default="from_dtype"
         Value columns ``mom.values(Z, values)`` (default: the training targets),
         then the columns ``extra`` (n, e) if given.
         """
-        train = self._train
+        train = self._exact_train()
         Y = train.to_caller(train.values) if values is None else values
         V = mom.values(train.to_caller(train.X), Y)
         if extra is not None:
@@ -357,6 +246,8 @@ default="from_dtype"
 
     def _fit_degree(self) -> int:
         """``degree``, lowered to the number of points of positive weight (see Notes)."""
+        if self._fit_method == "binned":
+            return self._binned.degree
         n_points = int(np.isfinite(self._train.log_w).sum())
         return usable_degree(self.degree, self._train.d, n_points)
 
@@ -365,8 +256,9 @@ default="from_dtype"
 
         ``values`` (n, k) replaces the training targets (the fit is linear in them).
         """
-        d = self._train.d  # the continuous features
-        k = (self._train.values if values is None else values).shape[1]
+        train = self._exact_train()
+        d = train.d  # the continuous features
+        k = (train.values if values is None else values).shape[1]
         degree = self._fit_degree()
         mom = Moments(d, 2 * degree, degree)
         coef = np.zeros((len(Q), npar(d, self.degree), k))
@@ -417,7 +309,25 @@ default="from_dtype"
         """
         if return_std:
             return self._predict_with_std(X)
-        return self._shaped(self._coefficients(self._queries(X))[:, 0])
+        Q = self._queries(X)
+        if self._fit_method == "binned":
+            return self._shaped(self._binned_fit(Q)[0])
+        return self._shaped(self._coefficients(Q)[:, 0])
+
+    def _binned_fit(self, Q: np.ndarray, slopes: bool = False):
+        """Binned fitted values (m, k) and slopes (m, d, k) or None, scaled units.
+
+        Queries the grid cannot serve (outside it, or next to a node below the
+        floor) are computed on the exact path.
+        """
+        values, grad, redo = self._binned.predict(Q, slopes)
+        rows = np.flatnonzero(redo)
+        if len(rows):
+            coef = self._coefficients(Q[rows])
+            values[rows] = coef[:, 0]
+            if slopes:
+                grad[rows] = coef[:, 1 : Q.shape[1] + 1]
+        return values, grad
 
     def predict_gradient(self, X: ArrayLike) -> np.ndarray:
         """Estimated gradient ``dm/dx_j`` of the regression function at each query.
@@ -445,15 +355,18 @@ default="from_dtype"
 
     def _gradient(self, Q: np.ndarray) -> np.ndarray:
         """Return the gradient at the scaled queries: (m, k, d)."""
-        d = self._train.d
+        if self.degree >= 1 and self._fit_method == "binned":
+            return np.swapaxes(self._binned_fit(Q, slopes=True)[1], 1, 2) / self._continuous_h()
         if self.degree >= 1:
+            d = self._train.d
             grad = np.swapaxes(self._coefficients(Q)[:, 1 : d + 1], 1, 2)
             return grad / self._continuous_h()
         return self._nw_gradient(Q)
 
     def _nw_gradient(self, Q: np.ndarray) -> np.ndarray:
         """``d/dq_j`` of the NW ratio with ``dK/dq_j = dK/ds * (-2 (z_j - q_j))``: (m, k, d)."""
-        d, k = self._train.d, self._train.values.shape[1]
+        train = self._exact_train()
+        d, k = train.d, train.values.shape[1]
         mom = Moments(d, 1, 1)
         parts = []
         for _, q, sums in self._local(Q, mom, powers=(1, "ds")):
@@ -471,11 +384,16 @@ default="from_dtype"
     def _leave_one_out(self) -> LocalLeaveOneOut:
         """Return what BandwidthSearchCV needs (see :class:`skl_nw._engine.LeaveOneOut`)."""
         check_is_fitted(self)
-        loo = LocalLeaveOneOut(self._train, self._kernel, self.degree, self.rtol)
+        # The binned path's leave-one-out is the exact one (its training set built on need).
+        loo = LocalLeaveOneOut(self._exact_train(), self._kernel, self.degree, self.rtol)
         cats = getattr(self, "_categories", None)
         if cats is None:
             return loo
         return MixedLocalLeaveOneOut(loo, cats.kernels, self.bandwidth_, cats.mask)
+
+    def _binned_training(self, Xs: np.ndarray, w: np.ndarray, values: np.ndarray, tol: float):
+        """Return the binned path's training side: local fits at the grid nodes."""
+        return BinnedLocalFit(Xs, w, values, self._kernel, tol, self.degree, self.rtol)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -402,6 +402,19 @@ def naive_linear_bin(X, lo, step, shape, columns):
     return np.asarray(columns) @ hats
 
 
+def naive_node_moments(counts, step, shape, profile, exponent):
+    """Moments about every node of binned data: ``sum_g' K(g' - g) (g' - g)^a c_g'``: (k, G).
+
+    ``g' - g`` the offset between nodes in bandwidths (``step`` per axis),
+    ``K(u) = profile(|u|)`` (a profile of ``PROFILES``); a dense (G, G) matrix of node pairs.
+    """
+    nodes = np.indices(shape).reshape(len(shape), -1).T * np.asarray(step)  # (G, d)
+    offsets = nodes[None, :, :] - nodes[:, None, :]  # [g, g'] = g' - g
+    powers = np.prod(offsets ** np.asarray(exponent), axis=2)
+    weights = profile(np.sqrt((offsets**2).sum(axis=2))) * powers
+    return np.asarray(counts) @ weights.T
+
+
 def traced_peak(fn):
     """Call ``fn()``; return its result and the peak bytes it allocated (tracemalloc)."""
     tracemalloc.start()

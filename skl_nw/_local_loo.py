@@ -1,0 +1,135 @@
+"""Leave-one-out of a local polynomial fit: the search protocol object (closed form and SGD)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from . import _engine
+from ._inference import hat_diagonal
+from ._kernels import Kernel
+from ._local_fit import Moments, exponents, fit_local, position, usable_degree
+
+__all__ = ["LocalLeaveOneOut"]
+
+
+class LocalLeaveOneOut:
+    """Leave-one-out predictions and loss gradient of a local polynomial fit (the search protocol).
+
+    The interface of :class:`skl_nw._engine.LeaveOneOut`.  The leave-one-out
+    fit at training row ``i`` is the local fit of moment sums from which the
+    engine drops row ``i`` by index: the exact refit without ``i`` (the
+    treatment of a degenerate local problem included), computed at once
+    for every row and bandwidth multiple.  Where the local problem stays
+    well-posed it equals the linear-smoother identity
+    ``y_i - yhat_(-i) = (y_i - yhat_i) / (1 - H_ii)``, computed without its
+    cancellation as ``H_ii -> 1``.
+    """
+
+    def __init__(self, train, kernel: Kernel, degree: int, rtol: float):
+        d = train.X.shape[1]
+        n_points = int(np.isfinite(train.log_w).sum())
+        self.fit_degree = usable_degree(degree, d, n_points)
+        # A refit without one row has one point of positive weight fewer.
+        degree = usable_degree(degree, d, n_points - 1)
+        self.train, self.kernel, self.degree, self.rtol = train, kernel, degree, rtol
+        self.targets = train.to_caller(train.values)
+        self.Z = train.to_caller(train.X)
+        self._mom = Moments(d, 2 * degree, degree)
+        self._dmom = Moments(d, 2 * degree + 2, degree + 2)
+        # Where sum w K' t_j^2 z^(a + b) (and z^a y) read the raw moments of two more
+        # degrees: t_j^2 = z_j^2 - 2 q_j z_j + q_j^2 (see loss_grad).
+        basis = exponents(d, degree)
+        pair = basis[:, None, :] + basis[None, :, :]
+        unit = np.eye(d, dtype=np.intp)
+        top, ytop = 2 * degree + 2, degree + 2
+        self._plain = [
+            np.stack([position(d, top, (pair + s * unit[j]).reshape(-1, d)).reshape(pair.shape[:2])
+                      for j in range(d)])
+            for s in (0, 1, 2)
+        ]  # fmt: skip
+        self._y = [np.stack([position(d, ytop, basis + s * unit[j]) for j in range(d)])
+                   for s in (0, 1, 2)]  # fmt: skip
+
+    def predictions(self, factors, n_jobs=None) -> np.ndarray:
+        """Leave-one-out predictions at every training row, per bandwidth multiple: (F, n, k)."""
+        Y, k = self.targets, self.targets.shape[1]
+        sums = _engine.kernel_sums(
+            None, self.train, self.kernel, values=self._mom.values(self.Z, Y),
+            factors=factors, loo=True, options=_engine.Options(rtol=self.rtol, n_jobs=n_jobs),
+        )  # fmt: skip
+        out = np.empty((len(sums.shift[0]), len(Y), k))
+        for f, factor in enumerate(np.asarray(factors, dtype=float)):
+            M, B = self._mom.rescale(*self._mom.read(sums, f, 0, k), factor)
+            out[f] = fit_local(self._mom, M, B, self.Z / factor, self.degree)[0][:, 0]
+        return out
+
+    def fits(self, factors, n_jobs=None) -> tuple[np.ndarray, np.ndarray]:
+        """In-sample fits (F, n, k) and hat diagonal (F, n), per bandwidth multiple.
+
+        ``H_ii = l_i(x_i)``, point ``i``'s equivalent-kernel weight in its own
+        fit: its attention weight ``w_i K(0) L(z_i, z_i) / sum_j w_j K_ij L_ij``
+        times ``e_1 . G^-1 e_1``, the fitted polynomial's value at ``x_i``.
+        """
+        Y, k, degree = self.targets, self.targets.shape[1], self.fit_degree
+        mom = Moments(self.Z.shape[1], 2 * degree, degree)
+        sums = _engine.kernel_sums(
+            None, self.train, self.kernel, values=mom.values(self.Z, Y), factors=factors,
+            options=_engine.Options(rtol=self.rtol, n_jobs=n_jobs),
+        )  # fmt: skip
+        own = hat_diagonal(sums, self.train.to_caller(self.train.self_log_weights()))
+        fitted = np.empty((len(factors), len(Y), k))
+        hat = np.empty((len(factors), len(Y)))
+        for f, factor in enumerate(np.asarray(factors, dtype=float)):
+            M, B = mom.rescale(*mom.read(sums, f, 0, k), factor)
+            coef, a, _, _ = fit_local(mom, M, B, self.Z / factor, degree)
+            fitted[f], hat[f] = coef[:, 0], own[:, f] * a[:, 0]
+        return fitted, hat
+
+    def loss_grad(
+        self,
+        log_factors: np.ndarray,
+        rows: np.ndarray,
+        loss_fn: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
+        row_weights: np.ndarray,
+    ) -> tuple[float, np.ndarray]:
+        """Leave-one-out loss at ``rows`` and its gradient in the log bandwidth multiples.
+
+        With weights ``W_k = w_k K(s_k)``, the fit ``a . b`` (``a = G^-1 e_1``)
+        moves by ``dm / d log h_j = sum_k dW_k/d log h_j (phi_k . a) r_k``
+        (``r_k`` the local residual) and ``dW_k / d log h_j = -2 w_k K'(s_k) t_kj^2``:
+        raw moments of ``w K'`` (the engine's ``"ds"`` sums) of two more
+        degrees, contracted with the fitted polynomials written in raw
+        monomials (so only the fit's own moments are moved to the query).
+        Exact for the degree each query is fitted at (it is piecewise
+        constant in the bandwidths).
+        """
+        factors = np.exp(log_factors)
+        train = self.train.rescaled(factors)
+        Z, Y = self.Z / factors, self.targets
+        k, dmom, mom = Y.shape[1], self._dmom, self._mom
+        sums = _engine.kernel_sums(
+            train.queries(train.inverse_rows(rows)), train, self.kernel,
+            values=dmom.values(Z, Y), powers=(1, "ds"),
+            exclude=rows, options=_engine.Options(rtol=self.rtol),
+        )  # fmt: skip
+        q = Z[rows]
+        M, B = dmom.read(sums, 0, 0, k)
+        coef, a, _, _ = fit_local(mom, M[:, : mom.n_plain], B[:, : mom.n_y], q, self.degree)
+        losses, R = loss_fn(coef[:, 0], rows)
+        # The fitted polynomials in raw monomials: phi(z - q) . a = phi(z) . (T^T a).
+        T = mom.yshift.matrix(q)
+        a_raw = np.einsum("mab,ma->mb", T, a)
+        coef_raw = np.einsum("mab,mak->mbk", T, coef)
+        Md, Bd = dmom.read(sums, 0, 1, k)
+        r = row_weights / row_weights.sum()
+        grad = np.empty(len(factors))
+        for j in range(len(factors)):
+            qj = q[:, j, None, None]
+            N = Md[:, self._plain[2][j]] - 2 * qj * Md[:, self._plain[1][j]]
+            N += qj**2 * Md[:, self._plain[0][0]]
+            By = Bd[:, self._y[2][j]] - 2 * qj * Bd[:, self._y[1][j]] + qj**2 * Bd[:, self._y[0][0]]
+            dP = np.einsum("ma,mak->mk", a_raw, By - N @ coef_raw)
+            grad[j] = -2.0 * np.einsum("m,mk,mk->", r, R, dP)
+        return float(r @ losses), grad

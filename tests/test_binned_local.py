@@ -1,0 +1,129 @@
+"""LocalPolynomialRegressor(algorithm="binned") against the exact path."""
+
+import numpy as np
+import pytest
+
+from conftest import PROFILES, naive_node_moments
+from skl_nw import BandwidthSearchCV, LocalPolynomialRegressor
+from skl_nw._binned_local import BinnedLocalFit
+from skl_nw._engine._binned import Grid
+from skl_nw._kernels import get_kernel
+from skl_nw._local_fit import Moments, exponents
+
+# (kernel, d) -> binned_tol: as in test_binned.py (the tophat's error is first order).
+TOLS = {("gaussian", 1): 1e-4, ("epanechnikov", 1): 1e-4, ("tophat", 1): 1e-2,
+        ("gaussian", 2): 1e-3, ("epanechnikov", 2): 1e-3, ("tophat", 2): 5e-2}  # fmt: skip
+SIZES = {1: 20_000, 2: 30_000}
+
+
+def _smooth_data(rng, d, n_outputs=2):
+    """Dense data: uniform inputs 8 bandwidths (h = 0.5) wide, smooth targets plus noise."""
+    n = SIZES[d]
+    X = rng.uniform(0, 4, size=(n, d))
+    y = np.column_stack(
+        [np.sin(2 * X[:, 0] + t) + X[:, -1] + 0.5 * rng.normal(size=n) for t in range(n_outputs)]
+    )
+    return X, y, rng.uniform(0.5, 2.0, size=n)
+
+
+def _pair(kernel, degree, tol, X, y, w):
+    params = {"bandwidth": 0.5, "kernel": kernel, "degree": degree}
+    exact = LocalPolynomialRegressor(algorithm="brute", **params).fit(X, y, w)
+    binned = LocalPolynomialRegressor(algorithm="binned", binned_tol=tol, **params).fit(X, y, w)
+    return exact, binned
+
+
+@pytest.mark.parametrize("degree", [1, 2])
+@pytest.mark.parametrize("d", [1, 2])
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov", "tophat"])
+def test_error_bound(rng, kernel, d, degree):
+    # max |binned - exact| <= binned_tol * (max y - min y) per output, queries anywhere in
+    # the data's box; weighted, two outputs.  The slopes agree to a few binned_tol of
+    # their largest value (a derivative of the binned moments).
+    X, y, w = _smooth_data(rng, d)
+    tol = TOLS[kernel, d]
+    Q = rng.uniform(0, 4, size=(150, d))
+    exact, binned = _pair(kernel, degree, tol, X, y, w)
+    error = np.abs(binned.predict(Q) - exact.predict(Q)).max(axis=0) / np.ptp(y, axis=0)
+    assert np.all(error <= tol), (error, tol)
+    G = exact.predict_gradient(Q)
+    assert np.abs(binned.predict_gradient(Q) - G).max() <= 10 * tol * np.abs(G).max()
+    assert binned._fit_method == "binned" and binned.tree_ is None
+
+
+@pytest.mark.parametrize("d", [1, 2])
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+def test_node_moments_against_their_definition(rng, kernel, d):
+    # Moments about every node of the binned data, odd ones included (the sign of the
+    # stencils), on the separable (Gaussian) and the d-dimensional stencil paths.
+    X = rng.uniform(0, 1, size=(300, d))
+    w, y = rng.uniform(0.5, 2, 300), rng.normal(size=(300, 1))
+    fit = BinnedLocalFit(X, w, y, get_kernel(kernel), 0.2, degree=2)  # a coarse grid
+    mom = Moments(d, 4, 2)
+    M, B, _ = fit._moments(mom)
+    grid: Grid = fit.grid
+    assert grid.size < 2000  # the oracle is dense in node pairs
+    for a, exponent in enumerate(exponents(d, 4)):
+        expected = naive_node_moments(fit.counts, grid.step, grid.shape, PROFILES[kernel], exponent)
+        scale = np.abs(expected).max()
+        np.testing.assert_allclose(M[a], expected[-1], atol=1e-8 * scale)
+        if a < mom.n_y:
+            np.testing.assert_allclose(B[a], expected[:-1], atol=1e-8 * scale)
+
+
+@pytest.mark.parametrize("kernel", ["epanechnikov", "gaussian"])
+def test_queries_the_grid_cannot_serve_are_exact(rng, kernel):
+    # Far out (and, for the compact kernel, in a gap between clusters with no neighbour
+    # within the support): the exact path's values and slopes.  Near the data's edge and
+    # in the gap the Gaussian fit extrapolates its line: an error that grows with the
+    # distance from the data (here up to about 6 binned_tol at 1.6 bandwidths).
+    X = np.concatenate([rng.uniform(0, 1, 3000), rng.uniform(30, 31, 3000)])[:, None]
+    y = np.sin(6 * X[:, 0]) + (X[:, 0] > 10)
+    Q = np.array([[-50.0], [15.0], [60.0], [-0.1], [1.6], [29.2]])
+    tol = 1e-6
+    exact, binned = _pair(kernel, 1, tol, X, y, None)
+    P, E = binned.predict(Q), exact.predict(Q)
+    far = [0, 1, 2, 4, 5] if kernel == "epanechnikov" else [0, 1, 2]
+    np.testing.assert_allclose(P[far], E[far], rtol=1e-12)
+    np.testing.assert_allclose(binned.predict_gradient(Q[far]), exact.predict_gradient(Q[far]))
+    assert np.abs(P - E).max() <= 20 * tol * np.ptp(y)
+
+
+def test_degree_zero_is_the_binned_nadaraya_watson(rng):
+    from skl_nw import NadarayaWatsonRegressor
+
+    X, y, w = _smooth_data(rng, 1)
+    Q = rng.uniform(0, 4, size=(100, 1))
+    nw = NadarayaWatsonRegressor(0.5, algorithm="brute").fit(X, y, w).predict(Q)
+    lp = LocalPolynomialRegressor(0.5, degree=0, algorithm="binned", binned_tol=1e-4)
+    assert np.abs(lp.fit(X, y, w).predict(Q) - nw).max() <= 1e-4 * np.ptp(y)
+
+
+def test_inference_and_leave_one_out_use_the_exact_path(rng):
+    X, y, w = _smooth_data(rng, 1, n_outputs=1)
+    X, y, w = X[:2000], y[:2000, 0], w[:2000]
+    exact, binned = _pair("gaussian", 1, 1e-4, X, y, w)
+    Q = rng.uniform(0, 4, size=(20, 1))
+    np.testing.assert_allclose(binned.predict(Q, return_std=True)[1],
+                               exact.predict(Q, return_std=True)[1])  # fmt: skip
+    factors = [0.8, 1.0, 2.0]
+    np.testing.assert_allclose(binned._leave_one_out().predictions(factors),
+                               exact._leave_one_out().predictions(factors))  # fmt: skip
+
+
+def test_search_selects_the_exact_choice(rng):
+    X = rng.uniform(0, 1, size=(1500, 1))
+    y = np.sin(8 * X[:, 0]) + 0.3 * rng.normal(size=1500)
+    exact = BandwidthSearchCV(LocalPolynomialRegressor()).fit(X, y)
+    binned = BandwidthSearchCV(LocalPolynomialRegressor(algorithm="binned")).fit(X, y)
+    assert binned.best_index_ == exact.best_index_
+    assert binned.best_estimator_._fit_method == "binned"
+
+
+def test_auto_bins_only_when_asked_and_errors(rng):
+    X = rng.uniform(size=(100_000, 1))
+    y = np.sin(6 * X[:, 0])
+    assert LocalPolynomialRegressor().fit(X, y)._fit_method != "binned"
+    assert LocalPolynomialRegressor(binned_tol=1e-3).fit(X, y)._fit_method == "binned"
+    with pytest.raises(ValueError, match="algorithm='binned' supports at most 3 features"):
+        LocalPolynomialRegressor(algorithm="binned").fit(rng.normal(size=(50, 4)), y[:50])
