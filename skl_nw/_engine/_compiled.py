@@ -39,6 +39,7 @@ from numba.extending import intrinsic
 __all__ = [
     "binned_loo",
     "exp_nonpositive_array",
+    "exp_dot_sums",
     "exp_sums",
     "exp_sums_chained",
     "linear_bin",
@@ -110,32 +111,136 @@ def _exp_nonpositive(x):
     return p * two_n if x > _MIN_EXPONENT else 0.0
 
 
+# Query rows per tile of the fused kernels: each training point's value columns are
+# read once per tile, and 4 rows x 4 columns of sums stay in registers (16 of them).
+_TILE = 4
+
+
+@numba.njit(inline="always", fastmath=_FAST)
+def _tile_columns(E, rows, VT, out, i0):  # pragma: no cover - compiled
+    """``out[i0 + r, o] = sum_j E[r, j] VT[o, j]`` for ``r < rows``, four columns at a time.
+
+    ``E`` holds ``_TILE`` rows (those past ``rows`` are ignored): one pass
+    over the training points per four columns, sixteen multiply-adds per
+    eight loads, where a row at a time makes two loads per multiply-add.
+    """
+    n, k = E.shape[1], VT.shape[0]
+    e0, e1, e2, e3 = E[0], E[1], E[2], E[3]
+    for o in range(0, k, 4):
+        v0, v1 = VT[o], VT[min(o + 1, k - 1)]
+        v2, v3 = VT[min(o + 2, k - 1)], VT[min(o + 3, k - 1)]
+        s00 = s01 = s02 = s03 = s10 = s11 = s12 = s13 = 0.0
+        s20 = s21 = s22 = s23 = s30 = s31 = s32 = s33 = 0.0
+        for j in range(n):
+            a0, a1, a2, a3 = e0[j], e1[j], e2[j], e3[j]
+            x0, x1, x2, x3 = v0[j], v1[j], v2[j], v3[j]
+            s00 += a0 * x0
+            s01 += a0 * x1
+            s02 += a0 * x2
+            s03 += a0 * x3
+            s10 += a1 * x0
+            s11 += a1 * x1
+            s12 += a1 * x2
+            s13 += a1 * x3
+            s20 += a2 * x0
+            s21 += a2 * x1
+            s22 += a2 * x2
+            s23 += a2 * x3
+            s30 += a3 * x0
+            s31 += a3 * x1
+            s32 += a3 * x2
+            s33 += a3 * x3
+        tile = (s00, s01, s02, s03, s10, s11, s12, s13, s20, s21, s22, s23, s30, s31, s32, s33)
+        for r in range(rows):
+            for c in range(min(4, k - o)):
+                out[i0 + r, o + c] = tile[4 * r + c]
+
+
+@numba.njit(inline="always", fastmath=_FAST)
+def _exp_row(a, e):  # pragma: no cover - compiled
+    """``e = exp(a)`` elementwise (``a <= 0``); return the sum."""
+    den = 0.0
+    for j in range(a.size):
+        t = _exp_nonpositive(a[j])
+        e[j] = t
+        den += t
+    return den
+
+
+@numba.njit(inline="always", fastmath=_FAST)
+def _exp_dot_row(q, KT, e):  # pragma: no cover - compiled
+    """``e_j = exp(q . KT[:, j])`` (every product ``<= 0``); return the sum.
+
+    Up to five key columns (three features and the folded ones) in one pass;
+    more take a pass per column first.
+    """
+    c, n = KT.shape
+    if c > 5:
+        e[:] = 0.0
+        for f in range(c):
+            for j in range(n):
+                e[j] += q[f] * KT[f, j]
+        return _exp_row(e, e)
+    q0 = q[0]
+    q1 = q[1] if c > 1 else 0.0
+    q2 = q[2] if c > 2 else 0.0
+    q3 = q[3] if c > 3 else 0.0
+    q4 = q[4] if c > 4 else 0.0
+    k0, k1, k2, k3, k4 = KT[0], KT[min(1, c - 1)], KT[min(2, c - 1)], KT[min(3, c - 1)], KT[c - 1]
+    den = 0.0
+    for j in range(n):
+        t = _exp_nonpositive(q0 * k0[j] + q1 * k1[j] + q2 * k2[j] + q3 * k3[j] + q4 * k4[j])
+        e[j] = t
+        den += t
+    return den
+
+
 @numba.njit(nogil=True, cache=True, fastmath=_FAST)
 def exp_sums(A, VT, out):  # pragma: no cover - compiled
     """Set ``out[i] = [sum_j e_ij VT[:, j], sum_j e_ij]`` with ``e_ij = exp(A_ij)``, ``A <= 0``."""
     m, n = A.shape
     k = VT.shape[0]
-    e = np.empty(n if k > 1 else 0)
-    for i in range(m):
-        den = 0.0
+    E = np.zeros((_TILE, n))
+    for i0 in range(0, m, _TILE):
+        rows = min(_TILE, m - i0)
+        if k == 1:  # one pass: the exp and both sums
+            for r in range(rows):
+                den = num = 0.0
+                for j in range(n):
+                    t = _exp_nonpositive(A[i0 + r, j])
+                    den += t
+                    num += t * VT[0, j]
+                out[i0 + r, 0], out[i0 + r, 1] = num, den
+            continue
+        for r in range(rows):
+            out[i0 + r, k] = _exp_row(A[i0 + r], E[r])
+        _tile_columns(E, rows, VT, out, i0)
+
+
+@numba.njit(nogil=True, cache=True, fastmath=_FAST)
+def exp_dot_sums(Qk, KT, VT, out):  # pragma: no cover - compiled
+    """:func:`exp_sums` of ``A = Qk @ KT`` (every entry ``<= 0``), without storing ``A``.
+
+    The folded keys (``_dense.FoldedKeys``): ``Qk`` (m, c) per query, ``KT``
+    (c, n) per training point; each log weight is a dot product of ``c``
+    terms (``c = d + 2``), taken in the exponential's pass instead of a GEMM
+    that writes the chunk's (m, n) block out and reads it back.
+    """
+    m, n = Qk.shape[0], KT.shape[1]
+    k = VT.shape[0]
+    E = np.zeros((_TILE, n))
+    for i0 in range(0, m, _TILE):
+        rows = min(_TILE, m - i0)
+        for r in range(rows):
+            out[i0 + r, k] = _exp_dot_row(Qk[i0 + r], KT, E[r])
         if k == 1:
-            num = 0.0
-            for j in range(n):
-                t = _exp_nonpositive(A[i, j])
-                den += t
-                num += t * VT[0, j]
-            out[i, 0] = num
-        else:
-            for j in range(n):
-                t = _exp_nonpositive(A[i, j])
-                e[j] = t
-                den += t
-            for o in range(k):
+            for r in range(rows):
                 num = 0.0
                 for j in range(n):
-                    num += e[j] * VT[o, j]
-                out[i, o] = num
-        out[i, k] = den
+                    num += E[r, j] * VT[0, j]
+                out[i0 + r, 0] = num
+        else:
+            _tile_columns(E, rows, VT, out, i0)
 
 
 @numba.njit(nogil=True, cache=True, fastmath=_FAST)
@@ -380,6 +485,7 @@ def warm_up() -> None:
     """
     row, col, own = np.zeros((1, 2)), np.zeros((2, 1)), np.full(1, -1)
     exp_sums(row, row, np.empty((1, 2)))
+    exp_dot_sums(row, np.zeros((2, 3)), np.zeros((1, 3)), np.empty((1, 2)))
     slopes, squares = np.array([-0.5, -1.0]), np.array([False, True])
     exp_sums_chained(
         row, col, slopes, squares, np.ones(1), np.ones((1, 1)), own, np.empty((1, 2, 2))

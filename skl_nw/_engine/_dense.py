@@ -251,8 +251,10 @@ class FoldedKeys:
     one matrix product gives it, always ``<= max log w`` (taken as 0), so the
     exponential cannot overflow and only rows whose every term underflows need
     a shift.  Pooling is then three passes over a chunk (GEMM, in-place exp,
-    then a matrix-vector product and row sum) instead of seven; two with the
-    compiled kernel, which takes the exp and the sums in one pass.
+    then a matrix-vector product and row sum) instead of seven; one with the
+    compiled kernel, which takes each dot product of ``d + 2`` terms, the exp
+    and the sums together (continuous features, up to ``_FUSED_MAX_COLUMNS``
+    value columns), or two (the GEMM, then the rest) with discrete kernels.
     """
 
     def __init__(self, train, V: np.ndarray, slopes: list[float], powers: list[int]):
@@ -277,6 +279,12 @@ class FoldedKeys:
             np.column_stack([train.X, c * train.sq_norms + shifted, np.ones(len(V)), *extra])
             for c in slopes
         ]
+        # The dot products in the compiled pass (no discrete kernels): the keys by column.
+        self.fused = train.onehot is None and compiled() is not None
+        self.fused &= V.shape[1] <= _FUSED_MAX_COLUMNS
+        if self.fused:
+            self.keys = [np.ascontiguousarray(keys.T) for keys in self.keys]
+            self.VT = np.ascontiguousarray(V.T)
 
     def sums(self, Q: np.ndarray) -> np.ndarray | None:
         """``[sum w K^p V, sum w K^p]`` per query and power, or None if the GEMM could cancel."""
@@ -290,7 +298,9 @@ class FoldedKeys:
             R = None if A is None else self.powers[t] * A  # log L^p = p log L
             extra = [] if R is None or self.codes is not None else [R]
             queries = np.column_stack([-2.0 * c * Q, np.ones(len(Q)), c * q_sq, *extra])
-            if self.codes is not None:
+            if self.fused:
+                compiled().exp_dot_sums(queries, self.keys[t], self.VT, out[:, t])
+            elif self.codes is not None:
                 if self.cells is not None:  # each cell's log kernel: (m, n_cells)
                     R = R[:, self.cells].sum(axis=2)
                 G = np.ascontiguousarray(queries @ keys.T)
