@@ -117,18 +117,32 @@ _TILE = 4
 
 
 @numba.njit(inline="always", fastmath=_FAST)
-def _tile_columns(E, rows, VT, out, i0):  # pragma: no cover - compiled
-    """``out[i0 + r, o] = sum_j E[r, j] VT[o, j]`` for ``r < rows``, four columns at a time.
+def _tile_columns(E, rows, VT, out, i0, start):  # pragma: no cover - compiled
+    """``out[i0 + r, o] = sum_j E[r, j] VT[o, j]`` for ``r < rows``, ``o >= start``.
 
-    ``E`` holds ``_TILE`` rows (those past ``rows`` are ignored): one pass
-    over the training points per four columns, sixteen multiply-adds per
-    eight loads, where a row at a time makes two loads per multiply-add.
+    ``E`` holds ``_TILE`` rows (those past ``rows`` are ignored).  Four
+    columns at a time: one pass over the training points per four columns,
+    sixteen multiply-adds per eight loads, where a row at a time makes two
+    loads per multiply-add.  The last ``(k - start) % 4`` columns take a pass
+    each (four multiply-adds per five loads), not a padded tile.
     """
     n, k = E.shape[1], VT.shape[0]
+    stop = k - (k - start) % 4
     e0, e1, e2, e3 = E[0], E[1], E[2], E[3]
-    for o in range(0, k, 4):
-        v0, v1 = VT[o], VT[min(o + 1, k - 1)]
-        v2, v3 = VT[min(o + 2, k - 1)], VT[min(o + 3, k - 1)]
+    for o in range(stop, k):
+        v = VT[o]
+        s0 = s1 = s2 = s3 = 0.0
+        for j in range(n):
+            x = v[j]
+            s0 += e0[j] * x
+            s1 += e1[j] * x
+            s2 += e2[j] * x
+            s3 += e3[j] * x
+        column = (s0, s1, s2, s3)
+        for r in range(rows):
+            out[i0 + r, o] = column[r]
+    for o in range(start, stop, 4):
+        v0, v1, v2, v3 = VT[o], VT[o + 1], VT[o + 2], VT[o + 3]
         s00 = s01 = s02 = s03 = s10 = s11 = s12 = s13 = 0.0
         s20 = s21 = s22 = s23 = s30 = s31 = s32 = s33 = 0.0
         for j in range(n):
@@ -152,7 +166,7 @@ def _tile_columns(E, rows, VT, out, i0):  # pragma: no cover - compiled
             s33 += a3 * x3
         tile = (s00, s01, s02, s03, s10, s11, s12, s13, s20, s21, s22, s23, s30, s31, s32, s33)
         for r in range(rows):
-            for c in range(min(4, k - o)):
+            for c in range(4):
                 out[i0 + r, o + c] = tile[4 * r + c]
 
 
@@ -168,31 +182,43 @@ def _exp_row(a, e):  # pragma: no cover - compiled
 
 
 @numba.njit(inline="always", fastmath=_FAST)
-def _exp_dot_row(q, KT, e):  # pragma: no cover - compiled
-    """``e_j = exp(q . KT[:, j])`` (every product ``<= 0``); return the sum.
+def _exp_dot_row(q, KT, e, v, lead):  # pragma: no cover - compiled
+    """``e_j = exp(q . KT[:, j])`` (every product ``<= 0``); return ``sum e`` and ``sum e v``.
 
     Up to five key columns (three features and the folded ones) in one pass;
-    more take a pass per column first.
+    more take a pass per column first.  ``sum e v`` is taken in the same pass
+    when ``lead`` (else 0): a column that would otherwise have a pass of its own.
     """
     c, n = KT.shape
+    den = num = 0.0
     if c > 5:
         e[:] = 0.0
         for f in range(c):
             for j in range(n):
                 e[j] += q[f] * KT[f, j]
-        return _exp_row(e, e)
+        den = _exp_row(e, e)
+        if lead:
+            for j in range(n):
+                num += e[j] * v[j]
+        return den, num
     q0 = q[0]
     q1 = q[1] if c > 1 else 0.0
     q2 = q[2] if c > 2 else 0.0
     q3 = q[3] if c > 3 else 0.0
     q4 = q[4] if c > 4 else 0.0
     k0, k1, k2, k3, k4 = KT[0], KT[min(1, c - 1)], KT[min(2, c - 1)], KT[min(3, c - 1)], KT[c - 1]
-    den = 0.0
+    if lead:
+        for j in range(n):
+            t = _exp_nonpositive(q0 * k0[j] + q1 * k1[j] + q2 * k2[j] + q3 * k3[j] + q4 * k4[j])
+            e[j] = t
+            den += t
+            num += t * v[j]
+        return den, num
     for j in range(n):
         t = _exp_nonpositive(q0 * k0[j] + q1 * k1[j] + q2 * k2[j] + q3 * k3[j] + q4 * k4[j])
         e[j] = t
         den += t
-    return den
+    return den, num
 
 
 @numba.njit(nogil=True, cache=True, fastmath=_FAST)
@@ -214,7 +240,7 @@ def exp_sums(A, VT, out):  # pragma: no cover - compiled
             continue
         for r in range(rows):
             out[i0 + r, k] = _exp_row(A[i0 + r], E[r])
-        _tile_columns(E, rows, VT, out, i0)
+        _tile_columns(E, rows, VT, out, i0, 0)
 
 
 @numba.njit(nogil=True, cache=True, fastmath=_FAST)
@@ -228,19 +254,16 @@ def exp_dot_sums(Qk, KT, VT, out):  # pragma: no cover - compiled
     """
     m, n = Qk.shape[0], KT.shape[1]
     k = VT.shape[0]
+    lead = k % 4 == 1  # the first column in the exponential's pass, the others in tiles
     E = np.zeros((_TILE, n))
     for i0 in range(0, m, _TILE):
         rows = min(_TILE, m - i0)
         for r in range(rows):
-            out[i0 + r, k] = _exp_dot_row(Qk[i0 + r], KT, E[r])
-        if k == 1:
-            for r in range(rows):
-                num = 0.0
-                for j in range(n):
-                    num += E[r, j] * VT[0, j]
+            den, num = _exp_dot_row(Qk[i0 + r], KT, E[r], VT[0], lead)
+            out[i0 + r, k] = den
+            if lead:
                 out[i0 + r, 0] = num
-        else:
-            _tile_columns(E, rows, VT, out, i0)
+        _tile_columns(E, rows, VT, out, i0, 1 if lead else 0)
 
 
 @numba.njit(nogil=True, cache=True, fastmath=_FAST)
