@@ -183,16 +183,17 @@ def _exp_row(a, e):  # pragma: no cover - compiled
 
 @numba.njit(inline="always", fastmath=_FAST)
 def _exp_dot_row(q, KT, e, v, lead):  # pragma: no cover - compiled
-    """``e_j = exp(q . KT[:, j])`` (every product ``<= 0``); return ``sum e`` and ``sum e v``.
+    """``e_j = exp(q[:c] . KT[:c, j] + KT[c, j] + q[c])`` (``<= 0``); return ``sum e``, ``sum e v``.
 
-    Up to five key columns (three features and the folded ones) in one pass;
-    more take a pass per column first.  ``sum e v`` is taken in the same pass
-    when ``lead`` (else 0): a column that would otherwise have a pass of its own.
+    ``c`` products (the features) plus the point's and the query's constant
+    terms (the folded ones): up to three features in one pass, more take a
+    pass per feature first.  ``sum e v`` is taken in the same pass when
+    ``lead`` (else 0): a column that would otherwise have a pass of its own.
     """
-    c, n = KT.shape
+    c, n = KT.shape[0] - 1, KT.shape[1]
     den = num = 0.0
-    if c > 5:
-        e[:] = 0.0
+    if c > 3:
+        e[:] = KT[c] + q[c]
         for f in range(c):
             for j in range(n):
                 e[j] += q[f] * KT[f, j]
@@ -201,21 +202,20 @@ def _exp_dot_row(q, KT, e, v, lead):  # pragma: no cover - compiled
             for j in range(n):
                 num += e[j] * v[j]
         return den, num
-    q0 = q[0]
+    const = q[c]
+    q0 = q[0] if c > 0 else 0.0
     q1 = q[1] if c > 1 else 0.0
     q2 = q[2] if c > 2 else 0.0
-    q3 = q[3] if c > 3 else 0.0
-    q4 = q[4] if c > 4 else 0.0
-    k0, k1, k2, k3, k4 = KT[0], KT[min(1, c - 1)], KT[min(2, c - 1)], KT[min(3, c - 1)], KT[c - 1]
+    k0, k1, k2, off = KT[0], KT[min(1, c)], KT[min(2, c)], KT[c]
     if lead:
         for j in range(n):
-            t = _exp_nonpositive(q0 * k0[j] + q1 * k1[j] + q2 * k2[j] + q3 * k3[j] + q4 * k4[j])
+            t = _exp_nonpositive(const + off[j] + q0 * k0[j] + q1 * k1[j] + q2 * k2[j])
             e[j] = t
             den += t
             num += t * v[j]
         return den, num
     for j in range(n):
-        t = _exp_nonpositive(q0 * k0[j] + q1 * k1[j] + q2 * k2[j] + q3 * k3[j] + q4 * k4[j])
+        t = _exp_nonpositive(const + off[j] + q0 * k0[j] + q1 * k1[j] + q2 * k2[j])
         e[j] = t
         den += t
     return den, num
@@ -245,12 +245,13 @@ def exp_sums(A, VT, out):  # pragma: no cover - compiled
 
 @numba.njit(nogil=True, cache=True, fastmath=_FAST)
 def exp_dot_sums(Qk, KT, VT, out):  # pragma: no cover - compiled
-    """:func:`exp_sums` of ``A = Qk @ KT`` (every entry ``<= 0``), without storing ``A``.
+    """:func:`exp_sums` of ``A_ij = Qk[i, :c] . KT[:c, j] + KT[c, j] + Qk[i, c]`` (all ``<= 0``).
 
-    The folded keys (``_dense.FoldedKeys``): ``Qk`` (m, c) per query, ``KT``
-    (c, n) per training point; each log weight is a dot product of ``c``
-    terms (``c = d + 2``), taken in the exponential's pass instead of a GEMM
-    that writes the chunk's (m, n) block out and reads it back.
+    The folded keys (``_dense.FoldedKeys``) without their column of ones:
+    ``Qk`` (m, c + 1) per query, ``KT`` (c + 1, n) per training point, ``c``
+    the number of features; each log weight is taken in the exponential's
+    pass (``c`` multiply-adds and two adds) instead of by a GEMM that writes
+    the chunk's (m, n) block out and reads it back.
     """
     m, n = Qk.shape[0], KT.shape[1]
     k = VT.shape[0]

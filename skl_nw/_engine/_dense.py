@@ -282,8 +282,8 @@ class FoldedKeys:
         # The dot products in the compiled pass (no discrete kernels): the keys by column.
         self.fused = train.onehot is None and compiled() is not None
         self.fused &= V.shape[1] <= _FUSED_MAX_COLUMNS
-        if self.fused:
-            self.keys = [np.ascontiguousarray(keys.T) for keys in self.keys]
+        if self.fused:  # the ones are implied (see exp_dot_sums)
+            self.keys = [np.ascontiguousarray(keys[:, :-1].T) for keys in self.keys]
             self.VT = np.ascontiguousarray(V.T)
 
     def sums(self, Q: np.ndarray) -> np.ndarray | None:
@@ -297,10 +297,12 @@ class FoldedKeys:
         for t, (c, keys) in enumerate(zip(self.slopes, self.keys, strict=True)):
             R = None if A is None else self.powers[t] * A  # log L^p = p log L
             extra = [] if R is None or self.codes is not None else [R]
-            queries = np.column_stack([-2.0 * c * Q, np.ones(len(Q)), c * q_sq, *extra])
             if self.fused:
+                queries = np.column_stack([-2.0 * c * Q, c * q_sq])
                 compiled().exp_dot_sums(queries, self.keys[t], self.VT, out[:, t])
-            elif self.codes is not None:
+                continue
+            queries = np.column_stack([-2.0 * c * Q, np.ones(len(Q)), c * q_sq, *extra])
+            if self.codes is not None:
                 if self.cells is not None:  # each cell's log kernel: (m, n_cells)
                     R = R[:, self.cells].sum(axis=2)
                 G = np.ascontiguousarray(queries @ keys.T)
