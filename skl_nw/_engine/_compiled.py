@@ -6,7 +6,11 @@ multiply-adds into the row's numerator and denominator.  numpy needs two
 passes over the chunk for that (``np.exp`` in place, then a matrix-vector
 product and a row sum); this kernel reads each log weight once and never
 writes the weights back (measured: 1.5-2.5x the pairs per second of the
-numpy passes, see the Benchmarks page).
+numpy passes, see the Benchmarks page).  ``exp_dot_sums`` goes further: it
+takes each log weight itself (the folded keys' ``d`` multiply-adds and two
+adds) in the exponential's pass, and sums many value columns in tiles of
+four query rows by four columns (each training point's columns read once
+per tile), so no (m, n) block is ever written.
 
 The exponential is a vectorisable polynomial, not libm's scalar ``exp``:
 Cody-Waite reduction ``x = n ln 2 + r`` with ``|r| <= ln 2 / 2``, a degree-10
