@@ -94,6 +94,7 @@ def bench_selection(n: int, repeat: int) -> str:
         ("sgd (per feature)", {"method": "sgd"}),
         ("sgd (tol=1e-6, n_iter_no_change=10)", {"method": "sgd", "tol": 1e-6,
                                                  "n_iter_no_change": 10}),
+        ("lbfgs (per feature, full batch)", {"method": "lbfgs"}),
     )  # fmt: skip
     for label, params in methods:
 

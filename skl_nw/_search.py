@@ -52,6 +52,11 @@ class BandwidthSearchCV(_Delegation, _Fitting, _Plumbing, MetaEstimatorMixin, Ba
       minimising the leave-one-out loss (mean squared error, or log-loss for
       the classifier) with analytic gradients.  A feature that carries no
       signal drifts to a large bandwidth (automatic relevance determination).
+    * ``method="lbfgs"``: the same loss and gradients over every training row
+      at once, minimised by scipy's L-BFGS-B (quasi-Newton): deterministic,
+      and a handful of passes where SGD needs tens of epochs; it converges
+      to the nearest local minimum of the leave-one-out loss, from the rule of
+      thumb (as statsmodels' ``cv_ls`` does, by Nelder-Mead).
 
     Parameters
     ----------
@@ -59,8 +64,8 @@ class BandwidthSearchCV(_Delegation, _Fitting, _Plumbing, MetaEstimatorMixin, Ba
         The estimator whose ``bandwidth`` is selected; its other parameters
         are kept.  A :class:`~sklearn.pipeline.Pipeline` whose last step is
         one of them has that step's bandwidth selected (see Notes).
-    method : {"grid", "sgd"}, default="grid"
-        Grid search or gradient descent.
+    method : {"grid", "sgd", "lbfgs"}, default="grid"
+        Grid search, stochastic gradient descent, or full-batch L-BFGS-B.
     bandwidths : array-like, default=None
         Grid candidates: a list of positive scalars or of per-feature arrays.
         None uses 40 log-spaced multiples, 2^(k/4) from 0.022 to 19, of the per-feature
@@ -93,12 +98,13 @@ class BandwidthSearchCV(_Delegation, _Fitting, _Plumbing, MetaEstimatorMixin, Ba
         hold the negated criterion.  They need ``method="grid"`` and
         ``cv="loo"`` and take no ``scoring``.
     per_feature : bool, default=True
-        For ``method="sgd"``: learn one bandwidth per feature (True) or one
+        For ``method="sgd"`` and ``"lbfgs"``: learn one bandwidth per feature (True) or one
         common multiple of the rule of thumb (False).  The lambda of each
         categorical feature is always learnt on its own, through
         ``lambda = lambda_max sigmoid(theta)`` (an unconstrained transform).
     max_iter : int, default=200
-        Maximum number of SGD epochs (passes over the training rows).
+        Maximum number of SGD epochs (passes over the training rows), or of
+        L-BFGS-B iterations.
     learning_rate : float, default=0.05
         Adam step size in log-bandwidth units (0.05 is a 5% change per step).
     batch_size : int or "auto", default="auto"
@@ -108,6 +114,8 @@ class BandwidthSearchCV(_Delegation, _Fitting, _Plumbing, MetaEstimatorMixin, Ba
         SGD stops when the epoch loss has not improved by ``tol`` times the
         best loss so far (a relative tolerance, so the scale of ``y`` does not
         matter) for ``n_iter_no_change`` epochs; None runs ``max_iter`` epochs.
+        L-BFGS-B stops when an iteration lowers the loss by at most ``tol``
+        times the starting loss.
     n_iter_no_change : int, default=5
         Patience of the early stopping.
     random_state : int, RandomState instance or None, default=None
@@ -144,10 +152,10 @@ class BandwidthSearchCV(_Delegation, _Fitting, _Plumbing, MetaEstimatorMixin, Ba
         As GridSearchCV's; on the closed-form path the keys are ``params``,
         ``param_bandwidth``, ``mean_test_score`` and ``rank_test_score``.
     loss_curve_ : list of float
-        Leave-one-out loss of each SGD epoch.
+        Leave-one-out loss of each SGD epoch or L-BFGS-B iteration.
     n_iter_ : int
-        Number of SGD epochs run; for ``method="grid"``, the number of
-        candidates scored.
+        Number of SGD epochs or L-BFGS-B iterations run; for
+        ``method="grid"``, the number of candidates scored.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -169,10 +177,10 @@ class BandwidthSearchCV(_Delegation, _Fitting, _Plumbing, MetaEstimatorMixin, Ba
 
     The tophat kernel's leave-one-out loss is piecewise constant in the
     bandwidth (its gradient is 0 almost everywhere), so ``method="sgd"``
-    cannot move it: use ``method="grid"`` for that kernel.
+    (or ``"lbfgs"``) cannot move it: use ``method="grid"`` for that kernel.
 
     A pipeline ending in a Nadaraya–Watson estimator: on the leave-one-out
-    paths (``cv="loo"``, ``method="sgd"``) its preceding steps are fitted once
+    paths (``cv="loo"``, ``method="sgd"`` or ``"lbfgs"``) its preceding steps are fitted once
     on the training data and the search runs on their output, exactly as
     ``make_pipeline(StandardScaler(), BandwidthSearchCV(NadarayaWatsonRegressor()))``
     does; ``best_estimator_`` is the whole pipeline refitted with the selected
@@ -209,7 +217,7 @@ class BandwidthSearchCV(_Delegation, _Fitting, _Plumbing, MetaEstimatorMixin, Ba
 
     _parameter_constraints: dict = {
         "estimator": [HasMethods(["fit", "predict"])],
-        "method": [StrOptions({"grid", "sgd"})],
+        "method": [StrOptions({"grid", "sgd", "lbfgs"})],
         "bandwidths": ["array-like", None],
         "cv": ["cv_object", StrOptions({"loo"})],
         "scoring": [StrOptions(set(get_scorer_names())), callable, None],
@@ -290,14 +298,14 @@ class BandwidthSearchCV(_Delegation, _Fitting, _Plumbing, MetaEstimatorMixin, Ba
             raise ValueError(_ESTIMATOR_ERROR.format(type(self.estimator).__name__))
         loo_cv = isinstance(self.cv, str) and self.cv == "loo"
         self._check_criterion(is_classifier(self.estimator))
-        if self.method == "sgd" and not loo_cv:
+        if self.method != "grid" and not loo_cv:
             warnings.warn(
-                "cv is ignored by method='sgd', which minimises the closed-form "
+                f"cv is ignored by method={self.method!r}, which minimises the closed-form "
                 "leave-one-out loss; it applies to method='grid' only.",
                 UserWarning,
                 stacklevel=2,
             )
-        closed_form = self.method == "sgd" or loo_cv
+        closed_form = self.method != "grid" or loo_cv
         routed = self._route(sample_weight)
         self._scorer = self._get_scorer()
         if step is not self.estimator:
@@ -324,10 +332,10 @@ class BandwidthSearchCV(_Delegation, _Fitting, _Plumbing, MetaEstimatorMixin, Ba
                 "sample_weight reaches "
                 + ("the estimator's fit but not the scorer" if w_score is None else
                    "the scorer but not the estimator's fit")
-                + "; the closed-form leave-one-out (cv='loo', method='sgd') weights its fits "
-                "and its scores alike. Request it for both or for neither (set_fit_request "
-                "and set_score_request on the estimator, set_score_request on a scorer), or "
-                "pass an integer cv."
+                + "; the closed-form leave-one-out (cv='loo', method='sgd' or 'lbfgs') weights "
+                "its fits and its scores alike. Request it for both or for neither "
+                "(set_fit_request and set_score_request on the estimator, set_score_request "
+                "on a scorer), or pass an integer cv."
             )  # fmt: skip
         cats, Xnum = _search_mixed.categories(self.estimator, X)
         if cats is None:
@@ -346,9 +354,10 @@ class BandwidthSearchCV(_Delegation, _Fitting, _Plumbing, MetaEstimatorMixin, Ba
             else:
                 # The gradient passes run on brute force, whatever the estimator's algorithm.
                 self._announce(len(X), Xu, wu, "brute force")
-                bandwidth = self._fit_sgd(Xu, yu, wu)
+                fit = self._fit_sgd if self.method == "sgd" else self._fit_lbfgs
+                bandwidth = fit(Xu, yu, wu)
             if self.verbose:
-                unit = "candidates" if self.method == "grid" else "epochs"
+                unit = {"grid": "candidates", "sgd": "epochs", "lbfgs": "iterations"}[self.method]
                 _say(
                     f"Done in {self._progress.elapsed():.1f} s ({self.n_iter_} {unit}): "
                     f"bandwidth {_bandwidths(bandwidth, self.verbose)}, "
@@ -365,8 +374,10 @@ class BandwidthSearchCV(_Delegation, _Fitting, _Plumbing, MetaEstimatorMixin, Ba
         if self.method == "grid":
             n_candidates = len(self._candidates(Xu, wu))
             work = f"{n_candidates} candidates, closed-form leave-one-out (method='grid', cv='loo')"
-        else:
+        elif self.method == "sgd":
             work = f"at most {self.max_iter} epochs, leave-one-out loss by Adam (method='sgd')"
+        else:
+            work = f"at most {self.max_iter} iterations, leave-one-out loss by L-BFGS-B"
         distinct = "" if len(Xu) == n_samples else f" ({len(Xu)} distinct)"
         _say(f"{n_samples} samples{distinct}, {Xu.shape[1]} features: {work}; backend {backend}")
 

@@ -12,7 +12,7 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import Pipeline
 from sklearn.utils import check_random_state
 
-from . import _search_mixed
+from . import _search_lbfgs, _search_mixed
 from ._inference import criterion_scores
 from ._search_support import _backend, _log_loss, _squared_error, loo_base
 
@@ -144,33 +144,57 @@ class _Fitting:
             setattr(self, name, getattr(search, name))
         self.n_iter_ = len(candidates)
 
-    def _sgd_parameters(self, Xu, loo, h0: np.ndarray):
-        """Which entry of theta each feature follows, and theta's bandwidth vector.
+    def _gradient_setup(self, Xu, yu, wu):
+        """Return what the gradient methods share: protocol object, loss, ties, transform.
 
-        One common entry for the continuous features unless ``per_feature``;
-        each categorical feature its own (its lambda's transform).
+        ``tie``: which entry of theta each feature follows (one common one for
+        the continuous features unless ``per_feature``; each categorical
+        feature its own, its lambda's transform).
         """
+        h0 = self._base_bandwidth(Xu, wu)
+        loo = clone(self.estimator).set_params(bandwidth=h0).fit(Xu, yu, wu)._leave_one_out()
+        V = loo.targets
+        loss_fn = _log_loss(V) if is_classifier(self.estimator) else _squared_error(V)
         d = Xu.shape[1]
         cats, _ = _search_mixed.categories(self.estimator, Xu)
         shared = np.zeros(d, np.intp) if cats is None else np.cumsum(cats.mask)
         tie = np.arange(d) if self.per_feature else shared
         if cats is not None and not _search_mixed.takes_lambdas(loo):
             raise ValueError(
-                f"method='sgd' does not learn the lambdas of {type(self.estimator).__name__}'s "
-                "categorical features; use method='grid', which scores a grid of them."
+                f"method={self.method!r} does not learn the lambdas of "
+                f"{type(self.estimator).__name__}'s categorical features; use method='grid', "
+                "which scores a grid of them."
             )
-        return tie, getattr(loo, "bandwidth_at", lambda t: h0 * np.exp(t))
+        to_bandwidth = getattr(loo, "bandwidth_at", lambda t: h0 * np.exp(t))
+        return loo, loss_fn, tie, to_bandwidth
+
+    def _finish_gradient(self, Xu, yu, wu, bandwidth) -> np.ndarray:
+        """Score the selected bandwidth (``best_score_``) and return it."""
+        base, P = self._loo_predictions(Xu, yu, wu, bandwidth, np.ones(1))
+        self.best_score_ = self._score(base, P[0], yu, wu)
+        return bandwidth
+
+    def _fit_lbfgs(self, Xu, yu, wu) -> np.ndarray:
+        loo, loss_fn, tie, to_bandwidth = self._gradient_setup(Xu, yu, wu)
+        theta, self.loss_curve_, self.n_iter_, converged = _search_lbfgs.minimise(
+            loo, tie.max() + 1, tie, loss_fn, wu, max_iter=self.max_iter, tol=self.tol,
+            bound=_MAX_LOG_STEP,
+            report=lambda it, loss, t: self._report_epoch(it, loss, to_bandwidth(t[tie])),
+        )  # fmt: skip
+        if not converged and self.tol is not None:
+            warnings.warn(
+                f"BandwidthSearchCV(method='lbfgs') reached max_iter={self.max_iter} "
+                "before the loss stopped improving; increase max_iter.",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+        return self._finish_gradient(Xu, yu, wu, to_bandwidth(theta[tie]))
 
     def _fit_sgd(self, Xu, yu, wu) -> np.ndarray:
         rng = check_random_state(self.random_state)
-        h0 = self._base_bandwidth(Xu, wu)
-        loo = clone(self.estimator).set_params(bandwidth=h0).fit(Xu, yu, wu)._leave_one_out()
-        V = loo.targets
-        loss_fn = _log_loss(V) if is_classifier(self.estimator) else _squared_error(V)
+        loo, loss_fn, tie, to_bandwidth = self._gradient_setup(Xu, yu, wu)
         n = len(Xu)
         batch = min(256, n) if self.batch_size == "auto" else min(self.batch_size, n)
-
-        tie, to_bandwidth = self._sgd_parameters(Xu, loo, h0)
         theta = np.zeros(tie.max() + 1)  # log(h / h0), or lambda's transform
         m1, m2 = np.zeros_like(theta), np.zeros_like(theta)
         beta1, beta2, step = 0.9, 0.999, 0
@@ -208,7 +232,4 @@ class _Fitting:
                     stacklevel=3,
                 )
         self.n_iter_ = epoch
-        bandwidth = to_bandwidth(theta[tie])
-        base, P = self._loo_predictions(Xu, yu, wu, bandwidth, np.ones(1))
-        self.best_score_ = self._score(base, P[0], yu, wu)
-        return bandwidth
+        return self._finish_gradient(Xu, yu, wu, to_bandwidth(theta[tie]))

@@ -20,7 +20,7 @@ ESTIMATORS = [
 ] + [
     BandwidthSearchCV(cls(), method=method)
     for cls in (NadarayaWatsonRegressor, ParzenClassifier)
-    for method in ("grid", "sgd")
+    for method in ("grid", "sgd", "lbfgs")
 ]
 # A pipeline ending in one of ours: its last step's bandwidth is searched.  Scalers
 # that refuse sparse input with a TypeError, as scikit-learn 1.6's sparse check expects.
@@ -39,6 +39,7 @@ ESTIMATORS += [
     # Local linear fits of the checks' linear targets improve as the bandwidth
     # grows without bound: SGD never stops early there, so cap its epochs.
     BandwidthSearchCV(LocalPolynomialRegressor(), method="sgd", max_iter=25),
+    BandwidthSearchCV(LocalPolynomialRegressor(), method="lbfgs", max_iter=25),
 ]
 
 

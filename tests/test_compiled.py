@@ -52,8 +52,9 @@ def test_polynomial_exp_matches_numpy(compiled, rng):
     assert np.all(out[~normal] == 0.0)  # below the normal range: exactly 0, as documented
 
 
-# 30 columns: above the fused kernel's limit, the compiled exp then a BLAS product.
-@pytest.mark.parametrize("k", [1, 3, 30])
+# 14 columns: tiles of four and a partial one; 30: above the fused kernel's limit,
+# the compiled exp then a BLAS product.
+@pytest.mark.parametrize("k", [1, 3, 14, 30])
 def test_exp_sums_compiled_equals_numpy_passes(compiled, rng, monkeypatch, k):
     m, n = 17, 301
     A = -rng.exponential(20.0, (m, n))
@@ -67,6 +68,27 @@ def test_exp_sums_compiled_equals_numpy_passes(compiled, rng, monkeypatch, k):
     scale = np.column_stack([E @ np.abs(V), E.sum(axis=1)])
     assert np.all(np.abs(fast - ref) <= 1e-13 * scale)
     assert np.all(np.abs(slow - ref) <= 1e-13 * scale)
+
+
+# 1 to 3 features: one pass; 5: a pass per feature first.
+@pytest.mark.parametrize("c", [1, 2, 3, 5])
+@pytest.mark.parametrize("k", [1, 6])
+def test_exp_dot_sums_equals_formula(compiled, rng, c, k):
+    m, n = 18, 301  # a partial tile of query rows
+    Qk = rng.normal(size=(m, c + 1))
+    KT = rng.normal(size=(c + 1, n))
+    A = Qk[:, :c] @ KT[:c] + Qk[:, c:]
+    KT[c] = -A.max(axis=0) - rng.exponential(5.0, n)  # the point's constant: every A <= 0
+    A = Qk[:, :c] @ KT[:c] + KT[c] + Qk[:, c:]
+    V = rng.normal(size=(n, k))
+    out = np.empty((m, k + 1))
+    compiled.exp_dot_sums(Qk, KT, np.ascontiguousarray(V.T), out)
+    E = np.exp(A)
+    ref = np.column_stack([E @ V, E.sum(axis=1)])
+    scale = np.column_stack([E @ np.abs(V), E.sum(axis=1)])
+    # The dot products round differently from the GEMM: ~eps |Qk| |KT| in each exponent.
+    tol = 1e-13 * (1 + np.abs(Qk) @ np.abs(KT)).max()
+    assert np.all(np.abs(out - ref) <= tol * scale)
 
 
 @pytest.mark.parametrize("exclude", [None, 0, 5])

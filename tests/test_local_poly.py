@@ -309,6 +309,18 @@ def test_bandwidth_search_cv_folds_and_sgd(rng):
     assert sgd.best_score_ >= start.best_score_
 
 
+def test_bandwidth_search_lbfgs_is_a_per_feature_optimum(rng):
+    X, y = _data(rng, n=80)
+    search = BandwidthSearchCV(LocalPolynomialRegressor(), method="lbfgs").fit(X, y)
+    grid = BandwidthSearchCV(LocalPolynomialRegressor()).fit(X, y)
+    assert search.best_score_ >= grid.best_score_  # per feature beats multiples of one vector
+    # A stationary point: moving either bandwidth by 1% loses (or gains at most rounding).
+    h = search.bandwidth_
+    moves = [h * np.exp(s * 0.01 * np.eye(len(h))[j]) for j in range(len(h)) for s in (-1, 1)]
+    around = BandwidthSearchCV(LocalPolynomialRegressor(), bandwidths=moves).fit(X, y)
+    assert around.best_score_ <= search.best_score_ + 1e-6 * abs(search.best_score_)
+
+
 def test_invalid_degree():
     X, y = np.zeros((5, 1)), np.zeros(5)
     for degree in (-1, 1.5, "1"):

@@ -13,6 +13,7 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy.stats import rankdata
 from sklearn.base import clone, is_classifier, is_regressor
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LinearRegression
 from sklearn.metrics import log_loss, mean_absolute_error, mean_squared_error
 from sklearn.model_selection import GridSearchCV, KFold, LeaveOneOut
@@ -466,6 +467,32 @@ def test_sgd_and_grid_reach_the_brute_force_optimum(rng):
     grid_mse = _naive_loo_mse(X, y, grid.bandwidth_)
     assert grid_mse <= 1.02 * optimum
     assert_allclose(-grid.best_score_, grid_mse, rtol=1e-10)
+
+
+def test_lbfgs_reaches_the_brute_force_optimum(rng):
+    X, y = _wave(rng)
+    scan = np.geomspace(0.03, 3.0, 400)
+    optimum = min(_naive_loo_mse(X, y, h) for h in scan)
+    search = BandwidthSearchCV(NadarayaWatsonRegressor(), method="lbfgs").fit(X, y)
+    mse = _naive_loo_mse(X, y, search.bandwidth_)
+    assert mse <= 1.001 * optimum
+    assert_allclose(-search.best_score_, mse, rtol=1e-10)
+    assert len(search.loss_curve_) == search.n_iter_
+    assert search.loss_curve_[-1] < search.loss_curve_[0]
+    with pytest.warns(ConvergenceWarning, match="method='lbfgs'"):
+        BandwidthSearchCV(NadarayaWatsonRegressor(), method="lbfgs", max_iter=1).fit(X, y)
+
+
+def test_lbfgs_classifier_and_shared_scale(rng):
+    X = rng.normal(size=(80, 2))
+    y = (X[:, 0] > 0).astype(int)
+    search = BandwidthSearchCV(ParzenClassifier(), method="lbfgs").fit(X, y)
+    assert np.isfinite(search.best_score_)
+    shared = BandwidthSearchCV(NadarayaWatsonRegressor(), method="lbfgs", per_feature=False)
+    shared.fit(X, X[:, 0] ** 2)
+    base = naive_rule_of_thumb(X)
+    ratio = shared.bandwidth_ / base
+    assert_allclose(ratio, ratio[0], rtol=1e-12)
 
 
 def test_sgd_classifier_best_score_is_the_loo_log_loss(rng):

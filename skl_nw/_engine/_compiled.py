@@ -6,7 +6,11 @@ multiply-adds into the row's numerator and denominator.  numpy needs two
 passes over the chunk for that (``np.exp`` in place, then a matrix-vector
 product and a row sum); this kernel reads each log weight once and never
 writes the weights back (measured: 1.5-2.5x the pairs per second of the
-numpy passes, see the Benchmarks page).
+numpy passes, see the Benchmarks page).  ``exp_dot_sums`` goes further: it
+takes each log weight itself (the folded keys' ``d`` multiply-adds and two
+adds) in the exponential's pass, and sums many value columns in tiles of
+four query rows by four columns (each training point's columns read once
+per tile), so no (m, n) block is ever written.
 
 The exponential is a vectorisable polynomial, not libm's scalar ``exp``:
 Cody-Waite reduction ``x = n ln 2 + r`` with ``|r| <= ln 2 / 2``, a degree-10
@@ -36,11 +40,15 @@ import numpy as np
 from numba.core import types
 from numba.extending import intrinsic
 
+from ._compiled_binned import binned_loo, linear_bin
+
 __all__ = [
     "binned_loo",
     "exp_nonpositive_array",
+    "exp_dot_sums",
     "exp_sums",
     "exp_sums_chained",
+    "exp_sums_coded",
     "linear_bin",
     "loo_grad",
     "warm_up",
@@ -110,32 +118,160 @@ def _exp_nonpositive(x):
     return p * two_n if x > _MIN_EXPONENT else 0.0
 
 
+# Query rows per tile of the fused kernels: each training point's value columns are
+# read once per tile, and 4 rows x 4 columns of sums stay in registers (16 of them).
+_TILE = 4
+
+
+@numba.njit(inline="always", fastmath=_FAST)
+def _tile_columns(E, rows, VT, out, i0, start):  # pragma: no cover - compiled
+    """``out[i0 + r, o] = sum_j E[r, j] VT[o, j]`` for ``r < rows``, ``o >= start``.
+
+    ``E`` holds ``_TILE`` rows (those past ``rows`` are ignored).  Four
+    columns at a time: one pass over the training points per four columns,
+    sixteen multiply-adds per eight loads, where a row at a time makes two
+    loads per multiply-add.  The last ``(k - start) % 4`` columns take a pass
+    each (four multiply-adds per five loads), not a padded tile.
+    """
+    n, k = E.shape[1], VT.shape[0]
+    stop = k - (k - start) % 4
+    e0, e1, e2, e3 = E[0], E[1], E[2], E[3]
+    for o in range(stop, k):
+        v = VT[o]
+        s0 = s1 = s2 = s3 = 0.0
+        for j in range(n):
+            x = v[j]
+            s0 += e0[j] * x
+            s1 += e1[j] * x
+            s2 += e2[j] * x
+            s3 += e3[j] * x
+        column = (s0, s1, s2, s3)
+        for r in range(rows):
+            out[i0 + r, o] = column[r]
+    for o in range(start, stop, 4):
+        v0, v1, v2, v3 = VT[o], VT[o + 1], VT[o + 2], VT[o + 3]
+        s00 = s01 = s02 = s03 = s10 = s11 = s12 = s13 = 0.0
+        s20 = s21 = s22 = s23 = s30 = s31 = s32 = s33 = 0.0
+        for j in range(n):
+            a0, a1, a2, a3 = e0[j], e1[j], e2[j], e3[j]
+            x0, x1, x2, x3 = v0[j], v1[j], v2[j], v3[j]
+            s00 += a0 * x0
+            s01 += a0 * x1
+            s02 += a0 * x2
+            s03 += a0 * x3
+            s10 += a1 * x0
+            s11 += a1 * x1
+            s12 += a1 * x2
+            s13 += a1 * x3
+            s20 += a2 * x0
+            s21 += a2 * x1
+            s22 += a2 * x2
+            s23 += a2 * x3
+            s30 += a3 * x0
+            s31 += a3 * x1
+            s32 += a3 * x2
+            s33 += a3 * x3
+        tile = (s00, s01, s02, s03, s10, s11, s12, s13, s20, s21, s22, s23, s30, s31, s32, s33)
+        for r in range(rows):
+            for c in range(4):
+                out[i0 + r, o + c] = tile[4 * r + c]
+
+
+@numba.njit(inline="always", fastmath=_FAST)
+def _exp_row(a, e):  # pragma: no cover - compiled
+    """``e = exp(a)`` elementwise (``a <= 0``); return the sum."""
+    den = 0.0
+    for j in range(a.size):
+        t = _exp_nonpositive(a[j])
+        e[j] = t
+        den += t
+    return den
+
+
+@numba.njit(inline="always", fastmath=_FAST)
+def _exp_dot_row(q, KT, e, v, lead):  # pragma: no cover - compiled
+    """``e_j = exp(q[:c] . KT[:c, j] + KT[c, j] + q[c])`` (``<= 0``); return ``sum e``, ``sum e v``.
+
+    ``c`` products (the features) plus the point's and the query's constant
+    terms (the folded ones): up to three features in one pass, more take a
+    pass per feature first.  ``sum e v`` is taken in the same pass when
+    ``lead`` (else 0): a column that would otherwise have a pass of its own.
+    """
+    c, n = KT.shape[0] - 1, KT.shape[1]
+    den = num = 0.0
+    if c > 3:
+        e[:] = KT[c] + q[c]
+        for f in range(c):
+            for j in range(n):
+                e[j] += q[f] * KT[f, j]
+        den = _exp_row(e, e)
+        if lead:
+            for j in range(n):
+                num += e[j] * v[j]
+        return den, num
+    const = q[c]
+    q0 = q[0] if c > 0 else 0.0
+    q1 = q[1] if c > 1 else 0.0
+    q2 = q[2] if c > 2 else 0.0
+    k0, k1, k2, off = KT[0], KT[min(1, c)], KT[min(2, c)], KT[c]
+    if lead:
+        for j in range(n):
+            t = _exp_nonpositive(const + off[j] + q0 * k0[j] + q1 * k1[j] + q2 * k2[j])
+            e[j] = t
+            den += t
+            num += t * v[j]
+        return den, num
+    for j in range(n):
+        t = _exp_nonpositive(const + off[j] + q0 * k0[j] + q1 * k1[j] + q2 * k2[j])
+        e[j] = t
+        den += t
+    return den, num
+
+
 @numba.njit(nogil=True, cache=True, fastmath=_FAST)
 def exp_sums(A, VT, out):  # pragma: no cover - compiled
     """Set ``out[i] = [sum_j e_ij VT[:, j], sum_j e_ij]`` with ``e_ij = exp(A_ij)``, ``A <= 0``."""
     m, n = A.shape
     k = VT.shape[0]
-    e = np.empty(n if k > 1 else 0)
-    for i in range(m):
-        den = 0.0
-        if k == 1:
-            num = 0.0
-            for j in range(n):
-                t = _exp_nonpositive(A[i, j])
-                den += t
-                num += t * VT[0, j]
-            out[i, 0] = num
-        else:
-            for j in range(n):
-                t = _exp_nonpositive(A[i, j])
-                e[j] = t
-                den += t
-            for o in range(k):
-                num = 0.0
+    E = np.zeros((_TILE, n))
+    for i0 in range(0, m, _TILE):
+        rows = min(_TILE, m - i0)
+        if k == 1:  # one pass: the exp and both sums
+            for r in range(rows):
+                den = num = 0.0
                 for j in range(n):
-                    num += e[j] * VT[o, j]
-                out[i, o] = num
-        out[i, k] = den
+                    t = _exp_nonpositive(A[i0 + r, j])
+                    den += t
+                    num += t * VT[0, j]
+                out[i0 + r, 0], out[i0 + r, 1] = num, den
+            continue
+        for r in range(rows):
+            out[i0 + r, k] = _exp_row(A[i0 + r], E[r])
+        _tile_columns(E, rows, VT, out, i0, 0)
+
+
+@numba.njit(nogil=True, cache=True, fastmath=_FAST)
+def exp_dot_sums(Qk, KT, VT, out):  # pragma: no cover - compiled
+    """:func:`exp_sums` of ``A_ij = Qk[i, :c] . KT[:c, j] + KT[c, j] + Qk[i, c]`` (all ``<= 0``).
+
+    The folded keys (``_dense.FoldedKeys``) without their column of ones:
+    ``Qk`` (m, c + 1) per query, ``KT`` (c + 1, n) per training point, ``c``
+    the number of features; each log weight is taken in the exponential's
+    pass (``c`` multiply-adds and two adds) instead of by a GEMM that writes
+    the chunk's (m, n) block out and reads it back.
+    """
+    m, n = Qk.shape[0], KT.shape[1]
+    k = VT.shape[0]
+    lead = k % 4 == 1  # the first column in the exponential's pass, the others in tiles
+    E = np.zeros((_TILE, n))
+    for i0 in range(0, m, _TILE):
+        rows = min(_TILE, m - i0)
+        for r in range(rows):
+            den, num = _exp_dot_row(Qk[i0 + r], KT, E[r], VT[0], lead)
+            out[i0 + r, k] = den
+            if lead:
+                out[i0 + r, 0] = num
+        _tile_columns(E, rows, VT, out, i0, 1 if lead else 0)
 
 
 @numba.njit(nogil=True, cache=True, fastmath=_FAST)
@@ -284,92 +420,6 @@ def loo_grad(Q, XT, slope, w, VT, R, RP, own, row_coef, grad):  # pragma: no cov
             grad[f] += -2.0 * row_coef[i] * acc
 
 
-@numba.njit(inline="always")
-def _cell(x, lo, inv_step, n):
-    """Lowest node of the cell holding ``x`` on an axis of ``n`` nodes, and the fraction."""
-    t = (x - lo) * inv_step
-    j = min(max(np.floor(t), 0.0), n - 2.0)
-    return np.int64(j), min(max(t - j, 0.0), 1.0)
-
-
-@numba.njit(inline="always")
-def _scatter_line(out, o, node, lam, f, v):
-    """Add ``lam (1 - f) v`` at ``out[o, node]`` and ``lam f v`` at ``out[o, node + 1]``."""
-    out[o, node] += lam * (1.0 - f) * v
-    out[o, node + 1] += lam * f * v
-
-
-@numba.njit(inline="always")
-def _scatter_square(out, o, node, stride, lam, f, g, v):
-    """Add ``lam v`` over the four nodes of a square cell: two lines ``stride`` apart."""
-    _scatter_line(out, o, node, lam * (1.0 - f), g, v)
-    _scatter_line(out, o, node + stride, lam * f, g, v)
-
-
-@numba.njit(nogil=True, cache=True)
-def linear_bin(X, lo, inv_step, shape, w, V, mid, out):  # pragma: no cover - compiled
-    """Add the linear binning of the rows of ``X`` (1 to 3 features) to ``out`` (k + 1, G).
-
-    Row ``i`` adds ``lambda_c w_i [V_i - mid, 1]`` to the ``2^d`` nodes ``c``
-    of its cell on the grid ``lo + j / inv_step`` of ``shape`` (C order),
-    ``lambda_c`` the product over axes of ``1 - f`` or ``f`` (in axis order),
-    ``f`` the row's fraction of the cell, clipped to the grid as in the
-    numpy passes.
-    """
-    n, d = X.shape
-    k = V.shape[1]
-    s1 = shape[2] if d == 3 else 1  # the strides of axes 0 and 1 in C order
-    s0 = s1 * shape[1] if d > 1 else 1
-    for i in range(n):
-        j, f0 = _cell(X[i, 0], lo[0], inv_step[0], shape[0])
-        base, f1, f2 = j * s0, 0.0, 0.0
-        if d > 1:
-            j, f1 = _cell(X[i, 1], lo[1], inv_step[1], shape[1])
-            base += j * s1
-        if d > 2:
-            j, f2 = _cell(X[i, 2], lo[2], inv_step[2], shape[2])
-            base += j
-        for o in range(k + 1):
-            v = w[i] * (V[i, o] - mid[o]) if o < k else w[i]
-            if d == 1:
-                _scatter_line(out, o, base, 1.0, f0, v)
-            elif d == 2:
-                _scatter_square(out, o, base, s0, 1.0, f0, f1, v)
-            else:
-                _scatter_square(out, o, base, s1, 1.0 - f0, f1, f2, v)
-                _scatter_square(out, o, base + s0, s1, f0, f1, f2, v)
-
-
-@numba.njit(nogil=True, cache=True)
-def binned_loo(flat, lam, pairs, taps, sums, w, V, mid, floor, out, below):  # pragma: no cover
-    """Binned leave-one-out ratios at the training points, in one pass.
-
-    Point ``i``'s binned sums are ``S = sum_c lam[c, i] sums[:, flat[c, i]]``
-    over its cell's corners; its own binned weight ``own = w_i sum_e
-    pairs[e, i] taps[e]`` comes off: ``out[i] = (S_o - own (V_io - mid_o)) /
-    (S_k - own) + mid_o``.  ``below[i]`` when the remaining weight sum is not
-    above ``floor`` (``out[i]`` is then NaN: the caller redoes the row).
-    """
-    corners, n = flat.shape
-    k = V.shape[1]
-    for i in range(n):
-        own = 0.0
-        for e in range(taps.size):
-            own += pairs[e, i] * taps[e]
-        own = w[i] * own
-        den = 0.0
-        for c in range(corners):
-            den += lam[c, i] * sums[k, flat[c, i]]
-        den -= own
-        below[i] = not den > floor
-        for o in range(k):
-            num = 0.0
-            for c in range(corners):
-                num += lam[c, i] * sums[o, flat[c, i]]
-            num -= own * (V[i, o] - mid[o])
-            out[i, o] = num / den + mid[o] if not below[i] else np.nan
-
-
 def warm_up() -> None:
     """Compile every kernel (or load it from numba's cache) on tiny inputs, once.
 
@@ -380,6 +430,7 @@ def warm_up() -> None:
     """
     row, col, own = np.zeros((1, 2)), np.zeros((2, 1)), np.full(1, -1)
     exp_sums(row, row, np.empty((1, 2)))
+    exp_dot_sums(row, np.zeros((2, 3)), np.zeros((1, 3)), np.empty((1, 2)))
     slopes, squares = np.array([-0.5, -1.0]), np.array([False, True])
     exp_sums_chained(
         row, col, slopes, squares, np.ones(1), np.ones((1, 1)), own, np.empty((1, 2, 2))
