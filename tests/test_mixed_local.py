@@ -155,3 +155,19 @@ def test_local_search_of_h_and_lambda():
             .predictions([1.0])[0, :, 0]
         )
         assert -np.mean((P - y) ** 2) == pytest.approx(search.best_score_, rel=1e-9)
+
+
+@pytest.mark.parametrize(("n", "d"), [(400, 4), (40, 2)])
+def test_folded_paths_with_categories(n, d):
+    # Four continuous features (the compiled pass adds its look-ups after the
+    # product), and few points per cell (the look-ups feature by feature).
+    rng = np.random.default_rng(1)
+    X = np.column_stack([rng.uniform(0, 1, (n, d)), rng.integers(0, 5, n), rng.integers(0, 7, n)])
+    y = X[:, 0] + 0.3 * X[:, d] + rng.normal(0, 0.1, n)
+    Q = np.column_stack([rng.uniform(0, 1, (9, d)), rng.integers(0, 5, 9), rng.integers(0, 7, 9)])
+    h = np.full(d, 0.3)
+    est = NadarayaWatsonRegressor([*h, 0.3, 0.5], categorical_features=[d, d + 1]).fit(X, y)
+    K = np.exp(-0.5 * ((((Q[:, None, :d] - X[None, :, :d]) / h) ** 2).sum(axis=2)))
+    K *= np.where(Q[:, None, d] == X[None, :, d], 0.7, 0.3 / 4)
+    K *= np.where(Q[:, None, d + 1] == X[None, :, d + 1], 0.5, 0.5 / 6)
+    np.testing.assert_allclose(est.predict(Q), K @ y / K.sum(axis=1), rtol=1e-12)

@@ -46,6 +46,7 @@ __all__ = [
     "binned_loo",
     "exp_nonpositive_array",
     "exp_dot_sums",
+    "exp_dot_sums_coded",
     "exp_sums",
     "exp_sums_chained",
     "exp_sums_coded",
@@ -226,6 +227,57 @@ def _exp_dot_row(q, KT, e, v, lead):  # pragma: no cover - compiled
         e[j] = t
         den += t
     return den, num
+
+
+@numba.njit(inline="always", fastmath=_FAST)
+def _exp_dot_row_coded(q, KT, e, v, lead, rr, bounds):  # pragma: no cover - compiled
+    """:func:`_exp_dot_row` plus ``rr[g]`` in the exponents of cell ``g``'s points.
+
+    The points are sorted by cell (``bounds[g]:bounds[g + 1]``), so the
+    discrete kernels are one constant per block and the loop stays vectorised.
+    """
+    c = KT.shape[0] - 1
+    den = num = 0.0
+    q0 = q[0] if c > 0 else 0.0
+    q1 = q[1] if c > 1 else 0.0
+    q2 = q[2] if c > 2 else 0.0
+    k0, k1, k2, off = KT[0], KT[min(1, c)], KT[min(2, c)], KT[c]
+    for g in range(bounds.size - 1):  # at most three features (see FoldedKeys)
+        const, lo, hi = q[c] + rr[g], bounds[g], bounds[g + 1]
+        eg, og, a0, a1, a2 = e[lo:hi], off[lo:hi], k0[lo:hi], k1[lo:hi], k2[lo:hi]
+        s = 0.0
+        for j in range(hi - lo):
+            t = _exp_nonpositive(const + og[j] + q0 * a0[j] + q1 * a1[j] + q2 * a2[j])
+            eg[j] = t
+            s += t
+        den += s
+    if lead:
+        for j in range(e.size):
+            num += e[j] * v[j]
+    return den, num
+
+
+@numba.njit(nogil=True, cache=True, fastmath=_FAST)
+def exp_dot_sums_coded(Qk, KT, VT, RR, bounds, out):  # pragma: no cover - compiled
+    """:func:`exp_dot_sums` with ``RR[i, g]`` added to the exponents of cell ``g``.
+
+    ``RR`` (m, n_cells) is each query's log kernel of every cell of categories
+    (``<= 0``); the training points come sorted by cell, cell ``g`` in
+    ``bounds[g]:bounds[g + 1]``: the discrete kernels cost one add per block.
+    """
+    m, n = Qk.shape[0], KT.shape[1]
+    k = VT.shape[0]
+    lead = k % 4 == 1
+    E = np.zeros((_TILE, n))
+    for i0 in range(0, m, _TILE):
+        rows = min(_TILE, m - i0)
+        for r in range(rows):
+            i = i0 + r
+            den, num = _exp_dot_row_coded(Qk[i], KT, E[r], VT[0], lead, RR[i], bounds)
+            out[i, k] = den
+            if lead:
+                out[i, 0] = num
+        _tile_columns(E, rows, VT, out, i0, 1 if lead else 0)
 
 
 @numba.njit(nogil=True, cache=True, fastmath=_FAST)
@@ -431,6 +483,8 @@ def warm_up() -> None:
     row, col, own = np.zeros((1, 2)), np.zeros((2, 1)), np.full(1, -1)
     exp_sums(row, row, np.empty((1, 2)))
     exp_dot_sums(row, np.zeros((2, 3)), np.zeros((1, 3)), np.empty((1, 2)))
+    exp_dot_sums_coded(row, np.zeros((2, 3)), np.zeros((1, 3)), np.zeros((1, 1)),
+                       np.array([0, 3], np.int64), np.empty((1, 2)))  # fmt: skip
     slopes, squares = np.array([-0.5, -1.0]), np.array([False, True])
     exp_sums_chained(
         row, col, slopes, squares, np.ones(1), np.ones((1, 1)), own, np.empty((1, 2, 2))

@@ -262,31 +262,39 @@ class FoldedKeys:
         self.train, self.slopes, self.values, self.powers = train, slopes, V, powers
         shifted = shifted_log_weights(train.log_w)
         # Discrete kernels fold in as well: a query's log-kernel rows against the
-        # points' one-hot codes (every entry <= 0, so the bound above still holds);
-        # the compiled kernel looks the rows up by code instead (a smaller product).
-        self.codes = None
-        if train.onehot is not None and compiled() is not None and V.shape[1] <= _FUSED_MAX_COLUMNS:
-            # One look-up per pair: the cell (the categories of every feature) of each
-            # point, and per query the log kernel of each cell, unless cells abound.
+        # points' one-hot codes (every entry <= 0, so the bound above still holds).
+        # The compiled kernel looks them up instead: by cell (the categories of every
+        # feature) in the exponential's pass, or feature by feature where cells abound.
+        self.codes = self.cells = None
+        kernels = compiled()
+        if train.onehot is not None and kernels is not None:
             columns = train.codes + train.offsets
             self.cells, cell_of = np.unique(columns, axis=0, return_inverse=True)
             if len(self.cells) * 8 > len(columns):
                 self.cells, cell_of = None, columns
             self.codes = np.ascontiguousarray(cell_of.reshape(len(columns), -1).T, np.int64)
-            self.VT = np.ascontiguousarray(V.T)
-        coded = train.onehot is None or self.codes is not None
-        extra = [] if coded else [train.onehot]
+        extra = [] if train.onehot is None or kernels is not None else [train.onehot]
         self.keys = [
             np.column_stack([train.X, c * train.sq_norms + shifted, np.ones(len(V)), *extra])
             for c in slopes
         ]
-        # The dot products in the compiled pass (no discrete kernels): the keys by column.
-        # Its tiles beat the exp then a single-threaded BLAS product at any number of
-        # value columns (measured, m = 1000, n = 2000, d = 3: 2.6x at 44, 1.4x at 160).
-        self.fused = train.onehot is None and compiled() is not None
+        self.VT = np.ascontiguousarray(V.T)
+        # The dot products in the compiled pass: the keys by column. Its tiles beat the
+        # exp then a single-threaded BLAS product at any number of value columns
+        # (measured, m = 1000, n = 2000, d = 3: 2.6x at 44, 1.4x at 160).
+        self.fused = kernels is not None and (
+            train.onehot is None or (self.cells is not None and train.d <= 3)
+        )
         if self.fused:  # the ones are implied (see exp_dot_sums)
             self.keys = [np.ascontiguousarray(keys[:, :-1].T) for keys in self.keys]
-            self.VT = np.ascontiguousarray(V.T)
+        if self.fused and self.cells is not None:
+            # The points sorted by cell (sums do not depend on the order): the discrete
+            # kernels are then one constant per block of the exponential's pass.
+            order = np.argsort(self.codes[0], kind="stable")
+            self.keys = [np.ascontiguousarray(keys[:, order]) for keys in self.keys]
+            self.VT = np.ascontiguousarray(self.VT[:, order])
+            counts = np.bincount(self.codes[0], minlength=len(self.cells))
+            self.bounds = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
 
     def sums(self, Q: np.ndarray) -> np.ndarray | None:
         """``[sum w K^p V, sum w K^p]`` per query and power, or None if the GEMM could cancel."""
@@ -296,20 +304,24 @@ class FoldedKeys:
         if error * (q_sq.max(initial=0.0) + self.train.max_sq_norm) > MAX_GEMM_ERROR:
             return None
         out = np.empty((len(Q), len(self.slopes), self.values.shape[1] + 1))
+        kernels = compiled()
         for t, (c, keys) in enumerate(zip(self.slopes, self.keys, strict=True)):
             R = None if A is None else self.powers[t] * A  # log L^p = p log L
-            extra = [] if R is None or self.codes is not None else [R]
+            if self.cells is not None:  # each cell's log kernel: (m, n_cells)
+                R = np.ascontiguousarray(R[:, self.cells].sum(axis=2))
             if self.fused:
                 queries = np.column_stack([-2.0 * c * Q, c * q_sq])
-                compiled().exp_dot_sums(queries, self.keys[t], self.VT, out[:, t])
+                if R is None:
+                    kernels.exp_dot_sums(queries, keys, self.VT, out[:, t])
+                else:
+                    kernels.exp_dot_sums_coded(queries, keys, self.VT, R, self.bounds,
+                                               out[:, t])  # fmt: skip
                 continue
+            extra = [] if R is None or self.codes is not None else [R]
             queries = np.column_stack([-2.0 * c * Q, np.ones(len(Q)), c * q_sq, *extra])
-            if self.codes is not None:
-                if self.cells is not None:  # each cell's log kernel: (m, n_cells)
-                    R = R[:, self.cells].sum(axis=2)
+            if self.codes is not None:  # many cells: feature by feature
                 G = np.ascontiguousarray(queries @ keys.T)
-                compiled().exp_sums_coded(G, self.VT, np.ascontiguousarray(R), self.codes,
-                                          out[:, t])  # fmt: skip
+                kernels.exp_sums_coded(G, self.VT, np.ascontiguousarray(R), self.codes, out[:, t])
             else:
                 out[:, t] = exp_sums(queries @ keys.T, self.values)
         return out
