@@ -166,3 +166,15 @@ def test_out_of_range_candidate_lambda_is_rejected():
     X, y = _data(30)
     with pytest.raises(ValueError, match="categorical feature 1"):
         BandwidthSearchCV(NadarayaWatsonRegressor(**MIXED), bandwidths=[[0.3, 0.9, 0.2]]).fit(X, y)
+
+
+def test_lbfgs_learns_h_and_lambda():
+    X, y = _data(120, seed=3)
+    grid = BandwidthSearchCV(NadarayaWatsonRegressor(**MIXED)).fit(X, y)
+    lbfgs = BandwidthSearchCV(NadarayaWatsonRegressor(**MIXED), method="lbfgs").fit(X, y)
+    lam = lbfgs.bandwidth_[1:]
+    assert 0 <= lam[0] <= 2 / 3 and 0 <= lam[1] < 1
+    assert -lbfgs.best_score_ <= -grid.best_score_ * 1.001
+    # best_score_ is the leave-one-out score of the bandwidths returned (by refits).
+    P = _refit_loo(lambda: NadarayaWatsonRegressor(lbfgs.bandwidth_, **MIXED), X, y, range(len(X)))
+    assert -np.mean((P - y) ** 2) == pytest.approx(lbfgs.best_score_, rel=1e-9)
