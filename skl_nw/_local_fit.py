@@ -396,7 +396,13 @@ class Moments:
 
     def read(self, sums: KernelSums, f: int, t: int, k: int):
         """Raw moments of power index ``t`` (see :meth:`columns`): (m, P), (m, Py, k)."""
-        ratio = self.columns(sums, f, t)
+        return self.split(self.columns(sums, f, t), k)
+
+    def split(self, ratio: np.ndarray, k: int):
+        """Moments ``M`` (m, P) and ``B`` (m, Py, k) from sums over the weight sum (m, cols + 1).
+
+        The columns of :meth:`values`, the weight-sum column last.
+        """
         M = np.empty((len(ratio), self.n_plain))
         M[:, 0] = ratio[:, -1]
         M[:, 1:] = ratio[:, : self.n_plain - 1]

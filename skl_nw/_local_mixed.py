@@ -85,8 +85,8 @@ class MixedLocalLeaveOneOut(MixedLeaveOneOut):
         grad = np.empty(len(dtables))
         for j, table in enumerate(dtables):
             dlog = table[self.codes[rows, j]][:, self.cells[:, j]]  # (b, G)
-            Mj, Bj = _read(mom, np.einsum("bg,bgc->bc", weights * dlog, sums.scaled[:, 0, 0]),
-                           sums.value_scale, k)  # fmt: skip
+            dS = np.einsum("bg,bgc->bc", weights * dlog, sums.scaled[:, 0, 0])
+            Mj, Bj = mom.split(dS * sums.value_scale, k)
             Mq, Bq = mom.about(Mj, Bj, q)
             if degree == 0:
                 dP = Bq[:, 0] - Mq[:, :1] * coef[:, 0]
@@ -108,15 +108,5 @@ def _combine(mom: Moments, sums, f: int, logL: np.ndarray, k: int):
     S = np.einsum("bg,bgc->bc", e, sums.scaled[:, f, 0])
     total = S[:, -1:]
     weights = e / total
-    M, B = _read(mom, S / total, sums.value_scale, k)
+    M, B = mom.split(S / total * sums.value_scale, k)
     return M, B, weights
-
-
-def _read(mom: Moments, ratio: np.ndarray, value_scale: np.ndarray, k: int):
-    """Moments ``M`` (b, n_plain) and ``B`` (b, n_y, k) from sums over the weight sum."""
-    ratio = ratio * value_scale
-    M = np.empty((len(ratio), mom.n_plain))
-    M[:, 0] = ratio[:, -1]
-    M[:, 1:] = ratio[:, : mom.n_plain - 1]
-    B = ratio[:, mom.n_plain - 1 : mom.n_plain - 1 + mom.n_y * k]
-    return M, B.reshape(len(ratio), mom.n_y, k)
