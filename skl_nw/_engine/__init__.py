@@ -35,6 +35,7 @@ from . import _dense, _tree
 from ._auto import choose_algorithm, neighbour_fraction
 from ._chunks import Options, budget
 from ._gradient import loo_loss_grad
+from ._mixed import MixedLeaveOneOut
 from ._sums import KernelSums, kernel_sums, run_chunks
 from ._train import TrainSet, prepare_train
 
@@ -222,6 +223,3 @@ class LeaveOneOut:
         """Leave-one-out loss and gradient at bandwidths ``exp(log_factors) * bandwidth_``."""
         train = self.train.rescaled(np.exp(log_factors))
         return loo_loss_grad(train, self.kernel, rows, loss_fn, row_weights)
-
-
-from ._mixed import MixedLeaveOneOut  # noqa: E402 - it builds on LeaveOneOut's module

@@ -94,7 +94,8 @@ class Neighbours:
         if A is not None and not kernel.compact:
             # Discrete kernels <= 1 scale the excluded mass by at most their largest
             # value and the nearest point's term by at least their smallest.
-            tree_margins = [margin + discrete_spread(A, train) for margin in tree_margins]
+            spread = discrete_spread(A, train)
+            tree_margins = [margin + spread for margin in tree_margins]
         self.kernel, self.margins, self.m = kernel, tree_margins, len(Q)
         widest = float(np.max(factors))
         need_nn = not kernel.compact
