@@ -147,7 +147,7 @@ class _NWBase(BaseEstimator):
             self.categories_ = []
             return Xv, y
         Xv, y = validate_data(self, X, y, dtype=None, ensure_all_finite=False, **kwargs)
-        Xv = cats.fit(X, np.asarray(Xv, dtype=object) if Xv.dtype.kind not in "fiub" else Xv)
+        Xv = cats.fit(X, Xv)
         self.is_categorical_, self.is_ordered_ = cats.mask.copy(), cats.ordered.copy()
         self.categories_ = [c.copy() for c in cats.categories]
         return Xv, y
@@ -269,7 +269,6 @@ class _NWBase(BaseEstimator):
         if cats is None:
             return self._scale(validate_data(self, X, reset=False, dtype=np.float64))
         Xv = validate_data(self, X, reset=False, dtype=None, ensure_all_finite=False)
-        Xv = np.asarray(Xv, dtype=object) if Xv.dtype.kind not in "fiub" else Xv
         return self._scale(cats.encode(X, Xv))
 
     def _exact_train(self):

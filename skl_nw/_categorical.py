@@ -14,10 +14,11 @@ training point is the dot product of that row with the point's one-hot codes
 from __future__ import annotations
 
 import numpy as np
+from sklearn.utils import check_array
 
 from ._kernels import DiscreteKernel, get_discrete_kernel
 
-__all__ = ["Categories", "resolve"]
+__all__ = ["Categories", "encode", "resolve"]
 
 _FORMS = (
     '"from_dtype", None, a boolean mask of shape (n_features,), integer indices or feature names'
@@ -90,6 +91,24 @@ def resolve(est, X) -> Categories | None:
     return Categories(categorical, ordered, kernels)
 
 
+def encode(est, X) -> tuple[Categories | None, np.ndarray | None]:
+    """Return the fitted :class:`Categories` of ``X`` for ``est`` and X as floats (codes).
+
+    ``(None, None)`` when every feature is continuous.  What the search and
+    the significance test need to merge rows or to vary a category, without
+    fitting the estimator.
+    """
+    cats = resolve(est, X)
+    if cats is None:
+        return None, None
+    return cats, cats.fit(X, check_array(X, dtype=None, ensure_all_finite=False))
+
+
+def _labels(Xv: np.ndarray) -> np.ndarray:
+    """Return a validated X whose columns keep their labels: object unless numeric."""
+    return Xv if Xv.dtype.kind in "fiub" else np.asarray(Xv, dtype=object)
+
+
 def _missing(values: np.ndarray) -> np.ndarray:
     if values.dtype.kind == "f":
         return np.isnan(values)
@@ -136,10 +155,12 @@ class Categories:
 
     def fit(self, X_in, Xv: np.ndarray) -> np.ndarray:
         """Learn the categories; return ``Xv`` as floats, categorical columns as codes."""
+        Xv = _labels(Xv)
         self.categories, self.declared = [], []
+        dtypes = _pandas_dtypes(X_in)
         for j in self.columns:
             column = self._column(X_in, Xv, j)
-            dtype = _pandas_dtypes(X_in)[j] if _pandas_dtypes(X_in) is not None else None
+            dtype = None if dtypes is None else dtypes[j]
             if _is_categorical_dtype(dtype):
                 self.categories.append(np.asarray(dtype.categories))
                 self.declared.append(True)
@@ -152,7 +173,7 @@ class Categories:
                         "column one type, or a pandas categorical dtype."
                     ) from None
                 self.declared.append(False)
-        X = self.encode(X_in, Xv, fit=True)
+        X = self.encode(X_in, Xv)
         self.codes = X[:, self.columns].astype(np.intp)
         return X
 
@@ -165,13 +186,14 @@ class Categories:
             )
         return column
 
-    def encode(self, X_in, Xv: np.ndarray, fit: bool = False) -> np.ndarray:
+    def encode(self, X_in, Xv: np.ndarray) -> np.ndarray:
         """Floats of shape (n, n_features): continuous columns as given, categorical as codes.
 
         A category unseen at fit gets code -1 (unordered: it matches no
         training category), or for an ordered feature whose categories are
         sorted labels, the position halfway between its sorted neighbours.
         """
+        Xv = _labels(Xv)
         X = np.empty(Xv.shape)
         continuous = np.flatnonzero(~self.mask)
         if continuous.size:

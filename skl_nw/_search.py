@@ -14,7 +14,7 @@ from sklearn.utils.metadata_routing import (
     UNUSED,
 )
 
-from . import _search_mixed
+from . import _categorical, _search_mixed
 from ._base import check_weights, rule_of_thumb
 from ._inference import CRITERIA
 from ._search_fit import _DEFAULT_FACTORS, _Fitting
@@ -320,9 +320,10 @@ class BandwidthSearchCV(_Delegation, _Fitting, _Plumbing, MetaEstimatorMixin, Ba
             candidates = self._candidates(X, check_weights(routed.nw, X))
             self._fit_grid_cv(X, y, candidates, routed.search)
         self.bandwidth_ = _nw_step(self.best_estimator_).bandwidth_.copy()
-        # Needed during fit only; a fitted search then holds no functions, so
-        # skops can load it trusting data types alone.
+        # Needed during fit only; a fitted search then holds no functions (nor the
+        # data), so skops can load it trusting data types alone.
         del self._scorer
+        self.__dict__.pop("_encoded", None)
         return self
 
     def _search(self, X, y, w_nw, w_score) -> np.ndarray:
@@ -337,7 +338,7 @@ class BandwidthSearchCV(_Delegation, _Fitting, _Plumbing, MetaEstimatorMixin, Ba
                 "(set_fit_request and set_score_request on the estimator, set_score_request "
                 "on a scorer), or pass an integer cv."
             )  # fmt: skip
-        cats, Xnum = _search_mixed.categories(self.estimator, X)
+        cats, Xnum = self._categories_of(X)
         if cats is None:
             Xu, yu, wu = _collapse(X, y, check_weights(w_nw, X))
         else:
@@ -366,6 +367,17 @@ class BandwidthSearchCV(_Delegation, _Fitting, _Plumbing, MetaEstimatorMixin, Ba
         finally:
             del self._progress
         return bandwidth
+
+    def _categories_of(self, X):
+        """Return the categorical features of ``X`` and X as codes (Nones), once per ``X``.
+
+        The search asks for them in several places about the same array
+        (the merged rows): each asks the one encoding, kept until ``fit`` ends.
+        """
+        cached = getattr(self, "_encoded", None)
+        if cached is None or cached[0] is not X:
+            cached = self._encoded = (X, *_categorical.encode(self.estimator, X))
+        return cached[1], cached[2]
 
     def _announce(self, n_samples: int, Xu, wu, backend: str) -> None:
         """Print the start line: the data, the work, the path, the neighbour search."""
@@ -407,14 +419,14 @@ class BandwidthSearchCV(_Delegation, _Fitting, _Plumbing, MetaEstimatorMixin, Ba
     def _base_bandwidth(self, X: np.ndarray, w: np.ndarray) -> np.ndarray:
         rule = self.estimator.bandwidth
         rule = rule if isinstance(rule, str) else "scott"
-        cats, Xnum = _search_mixed.categories(self.estimator, X)
+        cats, Xnum = self._categories_of(X)
         if cats is not None:
             return _search_mixed.base_bandwidth(cats, Xnum, rule, w)
         return rule_of_thumb(X, rule, w)
 
     def _candidates(self, X: np.ndarray, w: np.ndarray) -> list[np.ndarray]:
         """Candidate bandwidth vectors, validated."""
-        cats, _ = _search_mixed.categories(self.estimator, X)
+        cats, _ = self._categories_of(X)
         if self.bandwidths is None:
             base = self._base_bandwidth(X, w)
             if cats is not None:

@@ -54,16 +54,20 @@ class _Fitting:
         return base, np.concatenate(parts, axis=1)
 
     def _fit_grid_loo(self, Xu, yu, wu, n_samples: int) -> np.ndarray:
-        cats, _ = _search_mixed.categories(self.estimator, Xu)
+        cats, _ = self._categories_of(Xu)
         if cats is not None and self.bandwidths is None and self.criterion == "loo":
             return self._fit_grid_mixed(Xu, yu, wu, n_samples, cats)
         candidates = self._candidates(Xu, wu)
         first = candidates[0]
-        factors = np.array([h[0] / first[0] if first[0] > 0 else 0.0 for h in candidates])
-        if cats is None and all(
-            np.allclose(h, f * first, rtol=1e-12, atol=0)
-            for h, f in zip(candidates, factors, strict=True)
-        ):
+        # Multiples of one vector share each chunk's distances; a lambda is no multiple.
+        multiples = cats is None
+        if multiples:
+            factors = np.array([h[0] / first[0] for h in candidates])
+            multiples = all(
+                np.allclose(h, f * first, rtol=1e-12, atol=0)
+                for h, f in zip(candidates, factors, strict=True)
+            )
+        if multiples:
             groups = [(first, factors, np.arange(len(candidates)))]
         else:  # not multiples of one vector: distances per candidate
             groups = [(h, np.ones(1), np.array([t])) for t, h in enumerate(candidates)]
@@ -156,7 +160,7 @@ class _Fitting:
         V = loo.targets
         loss_fn = _log_loss(V) if is_classifier(self.estimator) else _squared_error(V)
         d = Xu.shape[1]
-        cats, _ = _search_mixed.categories(self.estimator, Xu)
+        cats, _ = self._categories_of(Xu)
         shared = np.zeros(d, np.intp) if cats is None else np.cumsum(cats.mask)
         tie = np.arange(d) if self.per_feature else shared
         if cats is not None and not _search_mixed.takes_lambdas(loo):

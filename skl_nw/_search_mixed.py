@@ -14,25 +14,14 @@ import itertools
 
 import numpy as np
 from sklearn.base import clone, is_classifier
-from sklearn.utils import _safe_indexing, check_array
+from sklearn.utils import _safe_indexing
 
-from . import _categorical
 from ._base import rule_of_thumb
 
 # Default lambdas of each categorical feature, as fractions of its kernel's largest
 # (0: split by category; 1: ignore the feature, or 0.95 where 1 is not admissible).
 LAMBDA_FRACTIONS = np.array([0.0, 0.05, 0.1, 0.2, 0.4, 0.7, 1.0])
 _OPEN_END = 0.95
-
-
-def categories(step, X):
-    """Return the fitted :class:`Categories` of ``X`` for ``step`` and X as floats, or Nones."""
-    cats = _categorical.resolve(step, X)
-    if cats is None:
-        return None, None
-    Xv = check_array(X, dtype=None, ensure_all_finite=False)
-    Xv = np.asarray(Xv, dtype=object) if Xv.dtype.kind not in "fiub" else Xv
-    return cats, cats.fit(X, Xv)
 
 
 def collapse(X, Xnum: np.ndarray, y, w, collapse_numeric):
@@ -85,7 +74,7 @@ def grid_scores(search, Xu, yu, wu, base, factors, grid, score) -> np.ndarray:
         P = loo.predictions(factors, n_jobs=search.n_jobs, lambdas=grid)
     else:  # one pass per lambda vector
         P = np.stack([
-            clone(est).set_params(bandwidth=_with(base, cats_mask(est), lam)).fit(Xu, yu, wu)
+            clone(est).set_params(bandwidth=_with(base, est.is_categorical_, lam)).fit(Xu, yu, wu)
             ._leave_one_out().predictions(factors, n_jobs=search.n_jobs)
             for lam in grid
         ])  # fmt: skip
@@ -100,10 +89,6 @@ def grid_scores(search, Xu, yu, wu, base, factors, grid, score) -> np.ndarray:
 def takes_lambdas(loo) -> bool:
     """Whether a leave-one-out object scores many lambdas at once and maps SGD's theta."""
     return hasattr(loo, "bandwidth_at")
-
-
-def cats_mask(est) -> np.ndarray:
-    return est.is_categorical_
 
 
 def _with(base: np.ndarray, mask: np.ndarray, lambdas: np.ndarray) -> np.ndarray:

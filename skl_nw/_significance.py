@@ -105,15 +105,11 @@ def _restricted_fit(estimator, X: np.ndarray, y: np.ndarray, keep: list[int]) ->
 
 
 def _encoded(estimator, X):
-    """``X`` as floats (category codes) and the estimator told which features are which."""
-    cats = (
-        _categorical.resolve(estimator, X) if hasattr(estimator, "categorical_features") else None
-    )
+    """Return the estimator told its categorical features, ``X`` as floats (codes), them."""
+    mixed = hasattr(estimator, "categorical_features")
+    cats, Xa = _categorical.encode(estimator, X) if mixed else (None, None)
     if cats is None:
         return estimator, check_array(X, dtype=np.float64), None
-    Xv = check_array(X, dtype=None, ensure_all_finite=False)
-    Xv = np.asarray(Xv, dtype=object) if Xv.dtype.kind not in "fiub" else Xv
-    Xa = cats.fit(X, Xv)
     est = clone(estimator).set_params(categorical_features=cats.mask, ordered_features=cats.ordered)
     return est, Xa, cats
 
