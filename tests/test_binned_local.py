@@ -84,7 +84,10 @@ def test_queries_the_grid_cannot_serve_are_exact(rng, kernel):
     exact, binned = _pair(kernel, 1, tol, X, y, None)
     P, E = binned.predict(Q), exact.predict(Q)
     far = [0, 1, 2, 4, 5] if kernel == "epanechnikov" else [0, 1, 2]
-    np.testing.assert_allclose(P[far], E[far], rtol=1e-12)
+    # The same batch of queries on both sides: a far query's line is extrapolated some
+    # thirty bandwidths, which amplifies rounding that BLAS may round differently for
+    # another batch size (1e-9 of the value seen on an AVX2 machine).
+    np.testing.assert_allclose(P[far], exact.predict(Q[far]), rtol=1e-12)
     np.testing.assert_allclose(binned.predict_gradient(Q[far]), exact.predict_gradient(Q[far]))
     assert np.abs(P - E).max() <= 20 * tol * np.ptp(y)
 

@@ -52,6 +52,43 @@ def test_polynomial_exp_matches_numpy(compiled, rng):
     assert np.all(out[~normal] == 0.0)  # below the normal range: exactly 0, as documented
 
 
+@pytest.mark.parametrize("r", [1, 3])
+def test_floored_solve_compiled_equals_numpy_and_eigenvalues(compiled, rng, monkeypatch, r):
+    # The local fits' eigenvalue floor: a problem passes exactly when its smallest
+    # eigenvalue (numpy.linalg.eigvalsh, the reference) is above EIGEN_FLOOR, and is
+    # then solved (numpy.linalg.solve); singular, nearly singular and NaN ones fail.
+    from skl_nw import _local_fit
+
+    m = 400
+    A = rng.normal(size=(m, r, r + 2))
+    R = A @ A.transpose(0, 2, 1) / (r + 2)
+    s = np.sqrt(np.diagonal(R, axis1=1, axis2=2))
+    R /= s[:, :, None] * s[:, None, :]  # correlation matrices, as the solve passes
+    if r > 1:
+        R[:40, -1], R[:40, :, -1] = R[:40, 0], R[:40, 0]  # a repeated column: singular
+        R[:40, -1, -1] = 1.0
+        R[40:60, 0, 1] = R[40:60, 1, 0] = 1 - 1e-7  # nearly collinear: below the floor
+    else:
+        R[:40], R[40:60] = 0.0, 1e-7  # singular, and positive but below the floor
+    R[60] = np.nan
+    rhs = rng.normal(size=(m, r, 2))
+    monkeypatch.setattr(_local_fit, "compiled", lambda: compiled)
+    ok, sol = _local_fit._floored_solve(R, rhs)
+    monkeypatch.setattr(_local_fit, "compiled", lambda: None)
+    ok_numpy, sol_numpy = _local_fit._floored_solve(R, rhs)
+    finite = np.isfinite(R).all(axis=(1, 2))
+    lowest = np.full(m, np.nan)
+    lowest[finite] = np.linalg.eigvalsh(R[finite])[:, 0]
+    assert np.all(np.abs(lowest[finite] - _local_fit.EIGEN_FLOOR) > 1e-9)  # no borderline case
+    expected = finite & (lowest > _local_fit.EIGEN_FLOOR)
+    assert 0 < expected.sum() <= m - 61
+    np.testing.assert_array_equal(ok, expected)
+    np.testing.assert_array_equal(ok_numpy, expected)
+    reference = np.linalg.solve(R[expected], rhs[expected])
+    assert_allclose(sol, reference, rtol=1e-9, atol=1e-12)
+    assert_allclose(sol_numpy, reference, rtol=1e-9, atol=1e-12)
+
+
 # 14 columns: tiles of four and a partial one; 30: above the fused kernel's limit,
 # the compiled exp then a BLAS product.
 @pytest.mark.parametrize("k", [1, 3, 14, 30])

@@ -1,36 +1,30 @@
 """Optional compiled kernel (numba): the exponential and the weighted row sums in one pass.
 
 For the Gaussian the engine gets every log weight of a chunk from one GEMM
-(see ``_engine._FoldedKeys``); what is left per pair is ``exp`` and two
-multiply-adds into the row's numerator and denominator.  numpy needs two
-passes over the chunk for that (``np.exp`` in place, then a matrix-vector
-product and a row sum); this kernel reads each log weight once and never
-writes the weights back (measured: 1.5-2.5x the pairs per second of the
-numpy passes, see the Benchmarks page).  ``exp_dot_sums`` goes further: it
-takes each log weight itself (the folded keys' ``d`` multiply-adds and two
-adds) in the exponential's pass, and sums many value columns in tiles of
-four query rows by four columns (each training point's columns read once
-per tile), so no (m, n) block is ever written.
+(see ``_dense.FoldedKeys``); what is left per pair is ``exp`` and two
+multiply-adds.  numpy needs two passes over the chunk for that (``np.exp`` in
+place, then a matrix-vector product); these kernels read each log weight once
+and never write the weights back (1.5-2.5x the pairs per second, see the
+Benchmarks page).  ``exp_dot_sums`` goes further: it takes each log weight
+itself (``d`` multiply-adds and two adds) in the exponential's pass, and sums
+many value columns in tiles of four query rows by four columns (each training
+point's columns read once per tile), so no (m, n) block is ever written.
 
 The exponential is a vectorisable polynomial, not libm's scalar ``exp``:
 Cody-Waite reduction ``x = n ln 2 + r`` with ``|r| <= ln 2 / 2``, a degree-10
 near-minimax polynomial for ``exp(r)`` and ``2^n`` built from its bits.
-Relative error about 2 ulp (measured; tested against ``np.exp``) for the
-``x <= 0`` the engine passes; below ``-708`` it returns 0 (the engine redoes
-rows whose sums underflow in log space).
+Relative error about 2 ulp (tested against ``np.exp``) for the ``x <= 0`` the
+engine passes; below ``-708`` it returns 0 (the engine redoes rows whose sums
+underflow in log space).
 
-The binned path's passes are here too: the linear binning, one pass over
-the rows that adds each row's ``2^d`` hat-function weights into the grid,
-where numpy needs a scatter-add per corner and column over temporaries
-(measured at n = 1e7, d = 2, 6.3 million nodes: 1.6 times the speed, both
-bound by the scattered writes); and the binned leave-one-out ratios at the
-training points, one pass per candidate bandwidth instead of some twenty
-numpy passes.
+The binned path's passes live in ``_compiled_binned`` (re-exported here): the
+linear binning (one pass adding each row's ``2^d`` hat-function weights, 1.6x
+numpy's scatter-adds at n = 1e7) and the binned leave-one-out ratios (one
+pass per candidate bandwidth instead of some twenty numpy passes).
 
 numba is optional (the ``fast`` extra, also in ``test`` and ``bench``).
-Without it, or with the environment variable ``SKL_NW_DISABLE_NUMBA=1``,
-the engine does not import this module and uses its numpy passes; the test
-suite runs both.
+Without it, or with ``SKL_NW_DISABLE_NUMBA=1``, the engine does not import
+this module and uses its numpy passes; the test suite runs both.
 """
 
 from __future__ import annotations
@@ -41,6 +35,7 @@ from numba.core import types
 from numba.extending import intrinsic
 
 from ._compiled_binned import binned_loo, linear_bin
+from ._compiled_local import floored_solve
 
 __all__ = [
     "binned_loo",
@@ -50,6 +45,7 @@ __all__ = [
     "exp_sums",
     "exp_sums_chained",
     "exp_sums_coded",
+    "floored_solve",
     "linear_bin",
     "loo_grad",
     "warm_up",
@@ -58,17 +54,25 @@ __all__ = [
 _LOG2E = 1.4426950408889634
 _LN2_HI = 6.93147180369123816490e-01  # ln 2 split in two: n * _LN2_HI is exact
 _LN2_LO = 1.90821492927058770002e-10
+_ROUND = 6755399441055744.0  # 1.5 * 2^52: (x + _ROUND) - _ROUND rounds x to an integer
 _MIN_EXPONENT = -708.0  # below it 2^n leaves the normal range: returned as 0 (exp < 3.3e-308)
 
 
-@intrinsic
-def _bits_to_float(typingctx, x):
-    """Reinterpret the bits of an int64 as a float64 (vectorises, unlike ldexp)."""
+def _bitcast(source, target):
+    """Return an intrinsic reinterpreting the bits of a ``source`` as a ``target``."""
 
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.float64))
+    @intrinsic
+    def cast(typingctx, x):
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], context.get_value_type(target))
 
-    return types.float64(types.int64), codegen
+        return target(source), codegen
+
+    return cast
+
+
+_bits_to_float = _bitcast(types.int64, types.float64)  # unlike ldexp, it vectorises
+_float_to_bits = _bitcast(types.float64, types.int64)
 
 
 # contract: fused multiply-adds; reassoc: lets the row sums vectorise (the
@@ -100,9 +104,13 @@ _C0, _C1, _C2, _C3, _C4, _C5, _C6, _C7, _C8, _C9, _C10 = _EXP_POLY
 # Compiled without "reassoc" and not inlined by numba: LLVM inlines it into the
 # loops keeping these flags, so the two-step reduction is never re-associated
 # into x - n (ln2_hi + ln2_lo), which would cost up to 1e-13 at x = -700.
+# n comes from adding and subtracting 1.5 * 2^52 (round to nearest), and 2^n from
+# the low bits of that sum: no float -> int64 conversion, which has no packed form
+# before AVX-512 (with floor and int64 the loops ran 1.6x slower on AVX2).
 @numba.njit(fastmath={"contract"})
 def _exp_nonpositive(x):
-    n = np.floor(x * _LOG2E + 0.5)
+    shifted = x * _LOG2E + _ROUND
+    n = shifted - _ROUND
     r = (x - n * _LN2_HI) - n * _LN2_LO
     p = _C10
     p = p * r + _C9
@@ -115,27 +123,29 @@ def _exp_nonpositive(x):
     p = p * r + _C2
     p = p * r + _C1
     p = p * r + _C0
-    two_n = _bits_to_float((np.int64(n) + 1023) << 52)
+    two_n = _bits_to_float((_float_to_bits(shifted) + 1023) << 52)
     return p * two_n if x > _MIN_EXPONENT else 0.0
 
 
-# Query rows per tile of the fused kernels: each training point's value columns are
-# read once per tile, and 4 rows x 4 columns of sums stay in registers (16 of them).
+# Query rows per tile of the fused kernels, and value columns per tile: each training
+# point's columns are read once per tile, and 4 rows x 3 columns of sums stay in
+# registers (12 of AVX2's 16; a 4 x 4 tile spilled sums to memory there: 0.56x).
 _TILE = 4
+_COLUMNS = 3
 
 
 @numba.njit(inline="always", fastmath=_FAST)
 def _tile_columns(E, rows, VT, out, i0, start):  # pragma: no cover - compiled
     """``out[i0 + r, o] = sum_j E[r, j] VT[o, j]`` for ``r < rows``, ``o >= start``.
 
-    ``E`` holds ``_TILE`` rows (those past ``rows`` are ignored).  Four
-    columns at a time: one pass over the training points per four columns,
-    sixteen multiply-adds per eight loads, where a row at a time makes two
-    loads per multiply-add.  The last ``(k - start) % 4`` columns take a pass
+    ``E`` holds ``_TILE`` rows (those past ``rows`` are ignored).  Three
+    columns at a time: one pass over the training points per three columns,
+    twelve multiply-adds per seven loads, where a row at a time makes two
+    loads per multiply-add.  The last ``(k - start) % 3`` columns take a pass
     each (four multiply-adds per five loads), not a padded tile.
     """
     n, k = E.shape[1], VT.shape[0]
-    stop = k - (k - start) % 4
+    stop = k - (k - start) % _COLUMNS
     e0, e1, e2, e3 = E[0], E[1], E[2], E[3]
     for o in range(stop, k):
         v = VT[o]
@@ -149,33 +159,28 @@ def _tile_columns(E, rows, VT, out, i0, start):  # pragma: no cover - compiled
         column = (s0, s1, s2, s3)
         for r in range(rows):
             out[i0 + r, o] = column[r]
-    for o in range(start, stop, 4):
-        v0, v1, v2, v3 = VT[o], VT[o + 1], VT[o + 2], VT[o + 3]
-        s00 = s01 = s02 = s03 = s10 = s11 = s12 = s13 = 0.0
-        s20 = s21 = s22 = s23 = s30 = s31 = s32 = s33 = 0.0
+    for o in range(start, stop, _COLUMNS):
+        v0, v1, v2 = VT[o], VT[o + 1], VT[o + 2]
+        s00 = s01 = s02 = s10 = s11 = s12 = s20 = s21 = s22 = s30 = s31 = s32 = 0.0
         for j in range(n):
             a0, a1, a2, a3 = e0[j], e1[j], e2[j], e3[j]
-            x0, x1, x2, x3 = v0[j], v1[j], v2[j], v3[j]
+            x0, x1, x2 = v0[j], v1[j], v2[j]
             s00 += a0 * x0
             s01 += a0 * x1
             s02 += a0 * x2
-            s03 += a0 * x3
             s10 += a1 * x0
             s11 += a1 * x1
             s12 += a1 * x2
-            s13 += a1 * x3
             s20 += a2 * x0
             s21 += a2 * x1
             s22 += a2 * x2
-            s23 += a2 * x3
             s30 += a3 * x0
             s31 += a3 * x1
             s32 += a3 * x2
-            s33 += a3 * x3
-        tile = (s00, s01, s02, s03, s10, s11, s12, s13, s20, s21, s22, s23, s30, s31, s32, s33)
+        tile = (s00, s01, s02, s10, s11, s12, s20, s21, s22, s30, s31, s32)
         for r in range(rows):
-            for c in range(4):
-                out[i0 + r, o + c] = tile[4 * r + c]
+            for c in range(_COLUMNS):
+                out[i0 + r, o + c] = tile[_COLUMNS * r + c]
 
 
 @numba.njit(inline="always", fastmath=_FAST)
@@ -267,7 +272,7 @@ def exp_dot_sums_coded(Qk, KT, VT, RR, bounds, out):  # pragma: no cover - compi
     """
     m, n = Qk.shape[0], KT.shape[1]
     k = VT.shape[0]
-    lead = k % 4 == 1
+    lead = k % _COLUMNS == 1
     E = np.zeros((_TILE, n))
     for i0 in range(0, m, _TILE):
         rows = min(_TILE, m - i0)
@@ -314,7 +319,7 @@ def exp_dot_sums(Qk, KT, VT, out):  # pragma: no cover - compiled
     """
     m, n = Qk.shape[0], KT.shape[1]
     k = VT.shape[0]
-    lead = k % 4 == 1  # the first column in the exponential's pass, the others in tiles
+    lead = k % _COLUMNS == 1  # the first column in the exponential's pass, the others in tiles
     E = np.zeros((_TILE, n))
     for i0 in range(0, m, _TILE):
         rows = min(_TILE, m - i0)
@@ -492,6 +497,8 @@ def warm_up() -> None:
     loo_grad(row, col, -0.5, np.ones(1), np.ones((1, 1)), np.ones((1, 1)), np.zeros(1), own,
              np.zeros(1), np.zeros(2))  # fmt: skip
     exp_nonpositive_array(np.zeros(2), np.empty(2))
+    cube = np.ones((1, 1, 1))
+    floored_solve(cube, cube, 0.5, np.empty(1, np.bool_), np.empty((1, 1, 1)))
     exp_sums_coded(row, row, row, np.zeros((1, 2), np.int64), np.empty((1, 2)))
     grid = np.array([0.0]), np.array([1.0]), np.array([3], np.int64)
     linear_bin(np.zeros((1, 1)), *grid, np.ones(1), np.ones((1, 1)), np.zeros(1), np.zeros((2, 3)))
