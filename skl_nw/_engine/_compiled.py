@@ -7,7 +7,7 @@ place, then a matrix-vector product); these kernels read each log weight once
 and never write the weights back (1.5-2.5x the pairs per second, see the
 Benchmarks page).  ``exp_dot_sums`` goes further: it takes each log weight
 itself (``d`` multiply-adds and two adds) in the exponential's pass, and sums
-many value columns in tiles of four query rows by four columns (each training
+many value columns in tiles of four query rows by three columns (each training
 point's columns read once per tile), so no (m, n) block is ever written.
 
 The exponential is a vectorisable polynomial, not libm's scalar ``exp``:
