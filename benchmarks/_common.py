@@ -68,12 +68,26 @@ def environment(extra: tuple[str, ...] = ()) -> dict:
     else:
         engine = f"compiled kernels (numba {compiled.numba.__version__})"
     return {
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "machine": f"{platform.machine()} ({cpu()}), {os.cpu_count()} cores",
         "engine": engine,
         "load_average": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
         "blas": blas,
         "versions": versions,
     }
+
+
+def cpu() -> str:
+    """The CPU's model name and its widest vector extension (Linux), else ``"?"``."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "?"
+    model = next((ln.split(":", 1)[1].strip() for ln in info.splitlines()
+                  if ln.startswith("model name")), "?")  # fmt: skip
+    flags = set(next((ln.split(":", 1)[1].split() for ln in info.splitlines()
+                      if ln.startswith("flags")), []))  # fmt: skip
+    names = {"avx512f": "AVX-512", "avx2": "AVX2", "avx": "AVX"}
+    return f"{model}, {next((names[f] for f in names if f in flags), 'no AVX')}"
 
 
 def describe(env: dict) -> str:

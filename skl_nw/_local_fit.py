@@ -57,6 +57,8 @@ EIGEN_FLOOR = 1e-4
 # Upper bound on the floats of the per-query temporaries of one block of queries
 # (moments, their expansion terms, Gram matrices): blocks stay a few tens of MiB.
 _BLOCK_FLOATS = 1 << 22
+# Floats of the largest temporaries per block of fit_local (see there): 256 KiB.
+_FIT_FLOATS = 1 << 15
 # A basis function whose local variance is below this share of its second moments
 # (rounding noise of the moment expansion) is constant over the neighbourhood.
 DEAD_VARIANCE = 1e-10
@@ -353,9 +355,9 @@ def usable_degree(degree: int, d: int, n_points: int) -> int:
     return degree
 
 
-def blocks(m: int, floats_per_row: int) -> list[slice]:
-    """Slices of ``m`` query rows whose temporaries stay within ``_BLOCK_FLOATS``."""
-    rows = max(1, _BLOCK_FLOATS // max(floats_per_row, 1))
+def blocks(m: int, floats_per_row: int, floats: int = _BLOCK_FLOATS) -> list[slice]:
+    """Slices of ``m`` query rows whose temporaries stay within ``floats``."""
+    rows = max(1, floats // max(floats_per_row, 1))
     return [slice(s, min(s + rows, m)) for s in range(0, m, rows)]
 
 
@@ -436,16 +438,29 @@ def fit_local(mom: Moments, M, B, q, degree: int):
 
     ``coef`` (m, P, k) and ``a = G^-1 e_1`` (m, P) of the problem solved, ``P``
     the size of the basis of ``degree``; ``Mq``, ``Bq`` the moments about ``q``.
+    Blocks of queries whose shift terms fill ``_FIT_FLOATS``: the temporaries
+    of each (those terms, the Gram matrices) are reused by the next from the
+    allocator's free lists.  Whole-batch temporaries took fresh pages from the
+    OS on every call (a local-linear predict at m = 2,000: 500 page faults).
     """
     with single_threaded_blas():  # many small matrices: BLAS threads only spin
-        Mq, Bq = mom.about(M, B, q)
-        d = q.shape[1]
-        P = npar(d, degree)
-        if degree == 0:
-            return Bq[:, :1].copy(), np.ones((len(q), 1)), Mq, Bq
-        gi = gram_index(d, degree)
-        diag = np.diagonal(gi)[1:]
-        noise = Mq[:, diag] + M[:, diag] + monomials(q, 2 * degree)[:, diag]
-        sizes = [npar(d, p) for p in range(degree + 1)]
-        coef, a = solve(Mq[:, gi], Bq[:, :P], noise, sizes)
+        parts = [
+            _fit_block(mom, M[rows], B[rows], q[rows], degree)
+            for rows in blocks(len(q), mom.shift.pairs + mom.yshift.pairs * B.shape[2], _FIT_FLOATS)
+        ]
+    return tuple(np.concatenate(part) for part in zip(*parts, strict=True))
+
+
+def _fit_block(mom: Moments, M, B, q, degree: int):
+    """:func:`fit_local` of one block of queries."""
+    Mq, Bq = mom.about(M, B, q)
+    d = q.shape[1]
+    P = npar(d, degree)
+    if degree == 0:
+        return Bq[:, :1].copy(), np.ones((len(q), 1)), Mq, Bq
+    gi = gram_index(d, degree)
+    diag = np.diagonal(gi)[1:]
+    noise = Mq[:, diag] + M[:, diag] + monomials(q, 2 * degree)[:, diag]
+    sizes = [npar(d, p) for p in range(degree + 1)]
+    coef, a = solve(Mq[:, gi], Bq[:, :P], noise, sizes)
     return coef, a, Mq, Bq

@@ -124,9 +124,9 @@ def map_chunks(
 
 
 @functools.cache
-def _blas_controller() -> ThreadpoolController:
-    """One controller for the process (building one scans the loaded libraries)."""
-    return ThreadpoolController()
+def _blas_libraries() -> tuple:
+    """Return the process's BLAS libraries, found once (a controller scans them all)."""
+    return tuple(ThreadpoolController().select(user_api="blas").lib_controllers)
 
 
 # The BLAS thread count is process-wide.  Calls that overlap (predict from several
@@ -140,16 +140,26 @@ _blas_limited = [False]
 
 @contextlib.contextmanager
 def single_threaded_blas():
-    """Limit BLAS to one thread inside, once per process (nested calls pass through)."""
+    """Limit BLAS to one thread inside, once per process (nested calls pass through).
+
+    Each library's count is read and set directly (about 10 us); threadpoolctl's
+    ``limit`` collects every library's full description first (about 200 us, paid
+    several times by each millisecond-scale predict).
+    """
     with _blas_lock:
         first = not _blas_limited[0]
         _blas_limited[0] = True
     if not first:
         yield
         return
+    libraries = _blas_libraries()
+    original = [library.num_threads for library in libraries]
     try:
-        with _blas_controller().limit(limits=1, user_api="blas"):
-            yield
+        for library in libraries:
+            library.set_num_threads(1)
+        yield
     finally:
+        for library, threads in zip(libraries, original, strict=True):
+            library.set_num_threads(threads)
         with _blas_lock:
             _blas_limited[0] = False
