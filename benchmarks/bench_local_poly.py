@@ -90,7 +90,7 @@ def bench_fit_predict(n: int, repeat: int) -> str:
             + ("" if n_jobs is None else f", n_jobs={n_jobs}") + ")", spread(t_ours),
             f"{np.median(t_sm) / np.median(t_ours):.0f}×", f"{np.abs(fit() - theirs).max():.1e}",
         ])  # fmt: skip
-    return table(["method", "fit + predict (s)", "speed-up", "max |Δ prediction|"], rows)
+    return table(["method", "fit + predict (s)", "speed-up", "largest Δ prediction"], rows)
 
 
 def bench_selection(n: int, repeat: int) -> str:
