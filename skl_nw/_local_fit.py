@@ -57,8 +57,10 @@ EIGEN_FLOOR = 1e-4
 # Upper bound on the floats of the per-query temporaries of one block of queries
 # (moments, their expansion terms, Gram matrices): blocks stay a few tens of MiB.
 _BLOCK_FLOATS = 1 << 22
-# Floats of the largest temporaries per block of fit_local (see there): 256 KiB.
+# Floats of the largest temporaries per block of fit_local (see there): 256 KiB, but
+# at least 64 queries a block (a wide basis would otherwise be solved query by query).
 _FIT_FLOATS = 1 << 15
+_FIT_MIN_ROWS = 64
 # A basis function whose local variance is below this share of its second moments
 # (rounding noise of the moment expansion) is constant over the neighbourhood.
 DEAD_VARIANCE = 1e-10
@@ -179,13 +181,9 @@ class Shift:
         self.coef = np.concatenate(coef)[order]
         self.target = target[order]
         self.pairs = len(target)
-        # Two products with one term per output (so exact): the powers of -q each pair
-        # needs, times its coefficient, and the sum of each target's pairs.
-        pairs = np.arange(self.pairs)
-        self.spread = np.zeros((self.size, self.pairs))
-        self.spread[self.offset, pairs] = self.coef
-        self.gather = np.zeros((self.pairs, self.size))
-        self.gather[pairs, self.target] = 1.0
+        # Pairs sorted by target, every target with at least one (g - 0): each target's
+        # pairs start at these columns.
+        self.starts = np.searchsorted(self.target, np.arange(self.size))
 
     def matrix(self, q: np.ndarray) -> np.ndarray:
         """``T`` of shape (m, P, P) with ``phi(z - q) = T phi(z)`` at each query."""
@@ -194,14 +192,16 @@ class Shift:
         return T
 
     def __call__(self, M: np.ndarray, q: np.ndarray) -> np.ndarray:
-        """Shift ``M`` of shape (m, P, ...) (raw moments) to moments about ``q`` (m, d)."""
-        powers = monomials(-q, self.degree) @ self.spread
-        m, rest = len(M), M.shape[2:]
-        if not rest:
-            return (M[:, self.source] * powers) @ self.gather
-        terms = M[:, self.source].reshape(m, self.pairs, -1) * powers[:, :, None]
-        moved = np.swapaxes(terms, 1, 2).reshape(-1, self.pairs) @ self.gather
-        return np.swapaxes(moved.reshape(m, -1, self.size), 1, 2).reshape(m, self.size, *rest)
+        """Shift ``M`` of shape (m, P, ...) (raw moments) to moments about ``q`` (m, d).
+
+        Each pair's term is one product of a raw moment, a power of ``-q`` and a
+        binomial coefficient; each target sums its pairs (a segmented sum, no dense
+        pair-to-target matrix: at d = 13, degree 4 that would be 27,405 x 2,380).
+        """
+        powers = monomials(-q, self.degree)[:, self.offset] * self.coef
+        extra = (1,) * (M.ndim - 2)
+        terms = M[:, self.source] * powers.reshape(*powers.shape, *extra)
+        return np.add.reduceat(terms, self.starts, axis=1)
 
 
 @functools.cache
@@ -444,9 +444,11 @@ def fit_local(mom: Moments, M, B, q, degree: int):
     OS on every call (a local-linear predict at m = 2,000: 500 page faults).
     """
     with single_threaded_blas():  # many small matrices: BLAS threads only spin
+        per_row = mom.shift.pairs + mom.yshift.pairs * B.shape[2]
+        floats = max(_FIT_FLOATS, _FIT_MIN_ROWS * per_row)
         parts = [
             _fit_block(mom, M[rows], B[rows], q[rows], degree)
-            for rows in blocks(len(q), mom.shift.pairs + mom.yshift.pairs * B.shape[2], _FIT_FLOATS)
+            for rows in blocks(len(q), per_row, floats)
         ]
     return tuple(np.concatenate(part) for part in zip(*parts, strict=True))
 
