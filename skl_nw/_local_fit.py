@@ -448,7 +448,7 @@ def fit_local(mom: Moments, M, B, q, degree: int):
         floats = max(_FIT_FLOATS, _FIT_MIN_ROWS * per_row)
         parts = [
             _fit_block(mom, M[rows], B[rows], q[rows], degree)
-            for rows in blocks(len(q), per_row, floats)
+            for rows in blocks(len(q), per_row, floats) or [slice(0, 0)]
         ]
     return tuple(np.concatenate(part) for part in zip(*parts, strict=True))
 
