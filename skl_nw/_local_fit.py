@@ -440,9 +440,9 @@ def fit_local(mom: Moments, M, B, q, degree: int):
     the size of the basis of ``degree``; ``Mq``, ``Bq`` the moments about ``q``.
     Blocks of queries whose shift terms fill ``_FIT_FLOATS`` (at least
     ``_FIT_MIN_ROWS`` queries): the temporaries of each (those terms, the Gram
-    matrices) are reused by the next from the
-    allocator's free lists.  Whole-batch temporaries took fresh pages from the
-    OS on every call (a local-linear predict at m = 2,000: 500 page faults).
+    matrices) are reused by the next from the allocator's free lists.
+    Whole-batch temporaries took fresh pages from the OS on every call (a
+    local-linear predict at m = 2,000: 500 page faults).
     """
     with single_threaded_blas():  # many small matrices: BLAS threads only spin
         per_row = mom.shift.pairs + mom.yshift.pairs * B.shape[2]
