@@ -219,12 +219,6 @@ def _floored_solve(R: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, np.ndarr
     of ``R`` is above the floor: its factorisation checks each problem, and
     the Cholesky factor of ``R`` solves those that pass.
     """
-    kernels = compiled()
-    if kernels is not None:  # the same steps, problem by problem
-        R, rhs = np.ascontiguousarray(R), np.ascontiguousarray(rhs)
-        ok, out = np.empty(len(R), dtype=bool), np.empty_like(rhs)
-        kernels.floored_solve(R, rhs, EIGEN_FLOOR, ok, out)
-        return ok, out if ok.all() else out[ok]
     m = len(R)
     Rt = np.moveaxis(R, 0, -1)  # (r, r, m): one entry of every problem at a time
     # Both factorisations in one batch (half the vectorised steps).
@@ -438,12 +432,17 @@ def fit_local(mom: Moments, M, B, q, degree: int):
 
     ``coef`` (m, P, k) and ``a = G^-1 e_1`` (m, P) of the problem solved, ``P``
     the size of the basis of ``degree``; ``Mq``, ``Bq`` the moments about ``q``.
-    Blocks of queries whose shift terms fill ``_FIT_FLOATS`` (at least
+    With numba, one compiled pass query by query
+    (``_engine._compiled_local.local_fit``, the same steps).  Otherwise blocks
+    of queries whose shift terms fill ``_FIT_FLOATS`` (at least
     ``_FIT_MIN_ROWS`` queries): the temporaries of each (those terms, the Gram
     matrices) are reused by the next from the allocator's free lists.
     Whole-batch temporaries took fresh pages from the OS on every call (a
     local-linear predict at m = 2,000: 500 page faults).
     """
+    kernels = compiled()
+    if kernels is not None:
+        return _fit_compiled(kernels, mom, M, B, q, degree)
     with single_threaded_blas():  # many small matrices: BLAS threads only spin
         per_row = mom.shift.pairs + mom.yshift.pairs * B.shape[2]
         floats = max(_FIT_FLOATS, _FIT_MIN_ROWS * per_row)
@@ -455,7 +454,7 @@ def fit_local(mom: Moments, M, B, q, degree: int):
 
 
 def _fit_block(mom: Moments, M, B, q, degree: int):
-    """:func:`fit_local` of one block of queries."""
+    """:func:`fit_local` of one block of queries, with numpy."""
     Mq, Bq = mom.about(M, B, q)
     d = q.shape[1]
     P = npar(d, degree)
@@ -467,3 +466,31 @@ def _fit_block(mom: Moments, M, B, q, degree: int):
     sizes = [npar(d, p) for p in range(degree + 1)]
     coef, a = solve(Mq[:, gi], Bq[:, :P], noise, sizes)
     return coef, a, Mq, Bq
+
+
+def _fit_compiled(kernels, mom: Moments, M, B, q, degree: int):
+    """:func:`fit_local` by the compiled pass."""
+    m, P, k = len(q), npar(q.shape[1], degree), B.shape[2]
+    coef, a = np.empty((m, P, k)), np.empty((m, P))
+    Mq, Bq = np.empty((m, mom.n_plain, 1)), np.empty((m, mom.n_y, k))
+    M, B, q = (np.ascontiguousarray(x) for x in (M[:, :, None], B, q))
+    tables = _compiled_tables(mom.d, mom.top, mom.ytop, degree)
+    kernels.local_fit(M, B, q, *tables, EIGEN_FLOOR, DEAD_VARIANCE, coef, a, Mq, Bq)
+    return coef, a, Mq[:, :, 0], Bq
+
+
+@functools.cache
+def _compiled_tables(d: int, top: int, ytop: int, degree: int) -> tuple:
+    """Return the compiled local fit's index tables: parents, shifts, basis (built once)."""
+    if ytop > top:  # pragma: no cover - every Moments has top >= ytop
+        raise ValueError(f"the compiled local fit needs top >= ytop; got {top} < {ytop}")
+    steps = _parents(d, top)
+    parent, feature = (np.array([i for step in steps for i in step[j]], np.int64) for j in (1, 2))
+    pairs = [
+        (s.source.astype(np.int64), s.offset.astype(np.int64), s.coef.astype(float),
+         np.append(s.starts, s.pairs).astype(np.int64))
+        for s in (shift(d, top), shift(d, ytop))
+    ]  # fmt: skip
+    gi = gram_index(d, degree).astype(np.int64)
+    sizes = np.array([npar(d, p) for p in range(degree + 1)], np.int64)
+    return (parent, feature), *pairs, (gi, np.diagonal(gi)[1:].copy(), sizes)
