@@ -486,6 +486,19 @@ def test_chunking_and_threads_do_not_change_results(rng, kernel):
             assert_allclose(reg.predict(Q), want, rtol=1e-12, atol=1e-15)
 
 
+def test_dense_chunk_rows_budget_cache_and_workers():
+    from skl_nw._engine import _dense
+
+    n, rows = 2000, _dense.dense_chunk_rows
+    assert rows(n, 1024) == _dense.MAX_CHUNK_PAIRS // n  # cache-sized
+    assert rows(n, 1024, fused_m=2000) == 2000  # fused: no (m, n) block
+    assert rows(n, 1024, fused_m=2000, workers=2) == 1000  # one per worker
+    assert rows(n, 1024, fused_m=3001, workers=2) == 1501
+    assert rows(n, 1024, fused_m=10**6) == _dense.MAX_FUSED_CHUNK_PAIRS // n
+    budget = 100 * _dense.BYTES_PER_PAIR * n / 2**20  # MiB for 100 rows: the budget binds
+    assert rows(n, budget) == rows(n, budget, fused_m=2000) == 100
+
+
 @pytest.mark.parametrize(
     "kernel, n_jobs", [(kernel, None) for kernel in NAMES] + [("gaussian", 2), ("linear", 2)]
 )

@@ -24,6 +24,11 @@ BYTES_PER_PAIR = 48
 # Cap on pairs per chunk, so a chunk's arrays stay in cache (measured: chunks
 # of ~50 queries x 20k points beat chunks of hundreds or thousands of queries).
 MAX_CHUNK_PAIRS = 1 << 20
+# The same for the fused compiled kernels, which write no (m, n) block: there a
+# chunk's fixed costs count (~0.3 ms each, its Python steps after a kernel has
+# evicted them from the cache; at n = m = 2,000 one chunk took 0.9 ms less than
+# four), and a larger cap only delays the fallback of a chunk with a far query.
+MAX_FUSED_CHUNK_PAIRS = 1 << 22
 # Worst admissible absolute rounding error of a squared distance (or of a log
 # weight) computed by the BLAS expansion; beyond it the chunk uses direct
 # differences.  An error e in a log weight is a relative error e in the weight.
@@ -64,10 +69,19 @@ def compiled():
     return module
 
 
-def dense_chunk_rows(n: int, budget_mib: float) -> int:
-    """Rows per brute-force chunk: within the budget, and small enough for the cache."""
+def dense_chunk_rows(
+    n: int, budget_mib: float, fused_m: int | None = None, workers: int = 1
+) -> int:
+    """Rows per brute-force chunk: within the budget, and small enough for the cache.
+
+    ``fused_m``: the ``m`` queries go to a fused kernel (``MAX_FUSED_CHUNK_PAIRS``),
+    split in at least one chunk per worker.
+    """
     rows = chunk_rows(BYTES_PER_PAIR * max(n, 1), budget_mib)
-    return max(1, min(rows, MAX_CHUNK_PAIRS // max(n, 1)))
+    if fused_m is None:
+        return max(1, min(rows, MAX_CHUNK_PAIRS // max(n, 1)))
+    per_worker = -(-fused_m // max(workers, 1))
+    return max(1, min(rows, MAX_FUSED_CHUNK_PAIRS // max(n, 1), per_worker))
 
 
 def sq_distances(Q: np.ndarray, train, kernel: Kernel) -> np.ndarray:

@@ -107,12 +107,13 @@ class _Plan:
         self.shape = (len(factors), len(powers), len(self.starts), V.shape[1] + 1)
         slope = kernel.log_slope
         # The folded / chained exp sums: the Gaussian on the brute path, ungrouped.
-        self.slopes = None
+        self.slopes, self.fused = None, False
         if slope is not None and not train.trees and not grouped and V.shape[1] >= 1:
             self.slopes = np.array([_power(p) * slope / f**2 for f in factors for p in powers])
             if not loo and exclude is None and len(factors) == 1 and factors[0] == 1.0:
                 ps = [_power(p) for p in powers]
                 self.folded = _dense.FoldedKeys(train, V, list(self.slopes), ps)
+                self.fused = self.folded.fused
             elif train.codes is not None:  # the chained exps take no discrete kernels
                 self.slopes = None
             else:
@@ -378,17 +379,20 @@ def _tree_sums(plan: _Plan, chunk: slice, Qc: np.ndarray, margins):
 
 
 def run_chunks(Q, train: TrainSet, kernel: Kernel, options: Options, *, dense, tree,
-               out=None, factor: float = 1.0, rows=None):  # fmt: skip
+               out=None, factor: float = 1.0, rows=None, fused: bool = False):  # fmt: skip
     """Map ``dense(chunk, Qc)`` or ``tree(chunk, Qc, margins)`` over query chunks.
 
     The one dispatch between the tree and the brute-force paths: chunk sizes
     come from the memory budget, for trees from the neighbour counts of a
     probe of the queries (at bandwidth multiple ``factor``, the widest used).
     ``Q=None`` queries the stored training rows ``rows`` (all if None).
+    ``fused``: brute-force chunks go to a fused compiled kernel, see
+    :func:`_dense.dense_chunk_rows`.
     """
     workers, mib = budget(options)
     if not train.trees:
-        chunk = _dense.dense_chunk_rows(train.n_samples, mib)
+        m = (train.n_samples if rows is None else len(rows)) if Q is None else len(Q)
+        chunk = _dense.dense_chunk_rows(train.n_samples, mib, m if fused else None, workers)
         return map_chunks(dense, Q, train, chunk, workers, out, rows)
     margins = _tree.margins(train, options.rtol)
     source = (train.X if rows is None else train.X[rows]) if Q is None else Q[:, : train.d]
@@ -467,7 +471,7 @@ def kernel_sums(
         Q, train, kernel, options,
         dense=lambda c, Qc: _dense_sums(plan, c, Qc),
         tree=lambda c, Qc, margins: _tree_sums(plan, c, Qc, margins),
-        factor=max(factors), rows=stored,
+        factor=max(factors), rows=stored, fused=plan.fused,
     )  # fmt: skip
     for chunk_result, start in zip(parts, _starts(parts), strict=True):
         stop = start + len(chunk_result[0])
