@@ -486,6 +486,48 @@ def test_chunking_and_threads_do_not_change_results(rng, kernel):
             assert_allclose(reg.predict(Q), want, rtol=1e-12, atol=1e-15)
 
 
+def _predict_in_threads(reg, Q):
+    return reg.set_params(n_jobs=2).predict(Q)
+
+
+def test_worker_pool_survives_fork_and_nesting(rng):
+    # The chunk workers are one pool per process: a forked child (multiprocessing's
+    # "fork") must start its own, and a chunk that maps chunks itself runs them inline.
+    import multiprocessing
+
+    from skl_nw._engine import _chunks
+
+    X, y = rng.normal(size=(300, 2)), rng.normal(size=300)
+    Q = rng.normal(size=(200, 2))
+    reg = NadarayaWatsonRegressor(bandwidth=0.5, n_jobs=2).fit(X, y)
+    with config_context(working_memory=0.1):  # several chunks: the pool is used
+        want = reg.predict(Q)
+        assert _chunks._pool[0] is not None
+        with multiprocessing.get_context("fork").Pool(1) as child:
+            got = child.apply_async(_predict_in_threads, (reg, Q)).get(timeout=60)
+    assert_allclose(got, want, rtol=1e-12)
+
+    import threading
+
+    outers = []
+
+    def inner(chunk, Qc):  # a chunk function that maps chunks: inline, in its own thread
+        outer = threading.current_thread().name
+        outers.append(outer)
+        return _chunks.map_chunks(
+            lambda c, q: (q.sum(axis=1), threading.current_thread().name == outer),
+            Qc, train, 3, workers=2,
+        )  # fmt: skip
+
+    train = prepare_train(X)
+    parts = [part for chunk in _chunks.map_chunks(inner, Q, train, 50, workers=2) for part in chunk]
+    assert all(same_thread for _, same_thread in parts)
+    assert all(name.startswith(_chunks._WORKER_PREFIX) for name in outers)
+    # Each level subtracts the training centre from its queries.
+    expected = (Q - 2 * train.query_center).sum(axis=1)
+    assert_allclose(np.concatenate([sums for sums, _ in parts]), expected)
+
+
 def test_dense_chunk_rows_budget_cache_and_workers():
     from skl_nw._engine import _dense
 
