@@ -528,6 +528,35 @@ def test_worker_pool_survives_fork_and_nesting(rng):
     assert_allclose(np.concatenate([sums for sums, _ in parts]), expected)
 
 
+def test_worker_pool_grows_under_concurrent_calls(rng):
+    # Calls from many threads asking for different numbers of workers: the pool is
+    # replaced by a larger one while others still submit to the old one.
+    import threading
+
+    from skl_nw._engine import _chunks
+
+    X = rng.normal(size=(200, 2))
+    train = prepare_train(X)
+    want = (X - train.query_center).sum(axis=1)
+    errors = []
+
+    def call(workers):
+        try:
+            for _ in range(20):
+                parts = _chunks.map_chunks(lambda c, q: q.sum(axis=1), X, train, 5, workers)
+                assert_allclose(np.concatenate(parts), want)
+        except Exception as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=call, args=(w,)) for w in (2, 3, 4, 5, 6, 7, 8, 2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert _chunks._pool[1] >= 8
+
+
 def test_dense_chunk_rows_budget_cache_and_workers():
     from skl_nw._engine import _dense
 

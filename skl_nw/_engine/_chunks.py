@@ -132,12 +132,15 @@ _pool: list = [None, 0]  # the executor and its number of threads
 
 
 def _executor(workers: int) -> ThreadPoolExecutor:
-    """Return the process's pool of chunk workers, grown to at least ``workers`` threads."""
+    """Return the process's pool of chunk workers, with at least ``workers`` threads.
+
+    A larger pool replaces a smaller one without shutting it down: a call that
+    took the old one may still be submitting to it; once no call holds it, the
+    garbage collector lets its idle threads exit.
+    """
     with _pool_lock:
         pool, size = _pool
         if pool is None or size < workers:
-            if pool is not None:
-                pool.shutdown(wait=False)  # its threads finish their tasks, then exit
             pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=_WORKER_PREFIX)
             _pool[:] = [pool, workers]
         return pool
