@@ -1,7 +1,7 @@
 """The default search's backend against every explicit one.
 
 ``python -m benchmarks search_backend`` (about 15-25 minutes on 2 cores) or
-``--quick`` (n = 2,000, d = 1 and 3, seconds to a minute).
+``--quick`` (n = 500, d = 1 and 3, seconds: a smoke run).
 
 ``BandwidthSearchCV(NadarayaWatsonRegressor(kernel=k))`` with its defaults (the
 closed-form leave-one-out over 40 multiples of the rule of thumb,
@@ -97,12 +97,12 @@ HEADER = ["n", "d", "kernel", "default s", "brute s", "ball_tree s", "kd_tree s"
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks search_backend")
-    parser.add_argument("--quick", action="store_true", help="n = 2,000, d = 1 and 3")
+    parser.add_argument("--quick", action="store_true", help="n = 500, d = 1 and 3")
     parser.add_argument("--sizes", type=int, nargs="+", default=[2_000, 10_000, 50_000])
     parser.add_argument("--dims", type=int, nargs="+", default=[1, 3, 8])
     parser.add_argument("--full-max", type=int, default=10_000)
     args, _ = parser.parse_known_args(argv)
-    sizes, dims = ([2_000], [1, 3]) if args.quick else (args.sizes, args.dims)
+    sizes, dims = ([500], [1, 3]) if args.quick else (args.sizes, args.dims)
     print(describe(environment()), "\n", flush=True)
     print(run(sizes, dims, ["gaussian", "epanechnikov"], args.full_max))
 
