@@ -35,7 +35,7 @@ from numba.core import types
 from numba.extending import intrinsic
 
 from ._compiled_binned import binned_loo, linear_bin
-from ._compiled_local import local_fit
+from ._compiled_local import local_fit, warm_up_local
 
 __all__ = [
     "binned_loo",
@@ -497,12 +497,7 @@ def warm_up() -> None:
     loo_grad(row, col, -0.5, np.ones(1), np.ones((1, 1)), np.ones((1, 1)), np.zeros(1), own,
              np.zeros(1), np.zeros(2))  # fmt: skip
     exp_nonpositive_array(np.zeros(2), np.empty(2))
-    cube = np.ones((1, 1, 1))
-    one, zero = np.ones(1, np.int64), np.zeros(1, np.int64)
-    pairs = [(zero, zero, np.ones(1), np.array(starts, np.int64)) for starts in ([0, 1, 1], [0, 1])]
-    basis = (np.zeros((1, 1), np.int64), zero[:0], one)
-    local_fit(np.ones((1, 2, 1)), cube, row[:, :1], (zero, zero), *pairs, basis, 0.5, 1e-10,
-              cube.copy(), row[:, :1].copy(), np.empty((1, 2, 1)), cube.copy())  # fmt: skip
+    warm_up_local()
     exp_sums_coded(row, row, row, np.zeros((1, 2), np.int64), np.empty((1, 2)))
     grid = np.array([0.0]), np.array([1.0]), np.array([3], np.int64)
     linear_bin(np.zeros((1, 1)), *grid, np.ones(1), np.ones((1, 1)), np.zeros(1), np.zeros((2, 3)))
