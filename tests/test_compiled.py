@@ -398,3 +398,53 @@ def test_failed_compilation_warns_and_falls_back(rng, monkeypatch):
     _assert_falls_back(
         rng, monkeypatch, lambda: monkeypatch.setattr(module, "warm_up", fail), "simulated"
     )
+
+
+_EVERY_PATH = """
+import numpy as np, pandas as pd, warnings
+from skl_nw import (BandwidthSearchCV, LocalPolynomialRegressor, NadarayaWatsonRegressor,
+                    ParzenClassifier)
+from skl_nw._engine import _compiled, _dense
+
+warnings.simplefilter("ignore")
+_dense.compiled()  # loads the module and runs warm_up
+kernels = [getattr(_compiled, n) for n in _compiled.__all__]
+kernels = [k for k in kernels if hasattr(k, "signatures")]
+warm = [list(k.signatures) for k in kernels]
+rng = np.random.default_rng(0)
+X, Q = rng.uniform(size=(400, 2)), rng.uniform(size=(50, 2))
+y = np.sin(4 * X[:, 0])
+Y = np.column_stack([y, y**2])
+local = [LocalPolynomialRegressor(0.2, degree=p) for p in (0, 1, 2)]
+for est in (NadarayaWatsonRegressor(0.2), *local):
+    for target in (y, Y):
+        est.fit(X, target).predict(Q, return_std=True)
+        est.predict_gradient(Q)
+        est.predict_interval(Q)
+    BandwidthSearchCV(est, method="lbfgs").fit(X, y)
+    BandwidthSearchCV(est, method="sgd", max_iter=5).fit(X, y)
+    BandwidthSearchCV(est).fit(X, y)
+ParzenClassifier(0.2).fit(X, y > 0).predict_proba(Q)
+frame = pd.DataFrame({"x": X[:, 0], "c": pd.Categorical(rng.integers(0, 3, 400))})
+for est in (NadarayaWatsonRegressor(), LocalPolynomialRegressor()):
+    est.set_params(categorical_features="from_dtype").fit(frame, y).predict(frame[:50])
+    BandwidthSearchCV(est).fit(frame, y)
+NadarayaWatsonRegressor(0.05, algorithm="binned").fit(X[:, :1], y).predict(Q[:, :1])
+for kernel, before in zip(kernels, warm):
+    new = [s for s in kernel.signatures if s not in before]
+    if new:
+        print(kernel.__name__, new)
+"""
+
+
+def test_warm_up_compiles_what_every_path_uses(compiled):
+    # The engine compiles (or loads) every kernel once when it loads them, so that no
+    # predict compiles in its worker threads: the estimators' paths (values, standard
+    # errors, gradients, intervals, every search method, mixed data, binned) must call
+    # the kernels with the argument types of warm_up only.  In a fresh interpreter.
+    result = subprocess.run(
+        [sys.executable, "-c", _EVERY_PATH], capture_output=True, text=True, timeout=600,
+        env={**os.environ, "SKL_NW_DISABLE_NUMBA": ""},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout == "", result.stdout

@@ -317,7 +317,9 @@ class FoldedKeys:
         error = max(abs(c) for c in self.slopes) * (Q.shape[1] + 2) * _EPS
         if error * (q_sq.max(initial=0.0) + self.train.max_sq_norm) > MAX_GEMM_ERROR:
             return None
-        out = np.empty((len(Q), len(self.slopes), self.values.shape[1] + 1))
+        # One C-contiguous block per power: the compiled kernels take the layout that
+        # warm_up compiled (a strided out[:, t] would compile anew in a predict).
+        out = np.empty((len(self.slopes), len(Q), self.values.shape[1] + 1))
         kernels = compiled()
         for t, (c, keys) in enumerate(zip(self.slopes, self.keys, strict=True)):
             R = None if A is None else self.powers[t] * A  # log L^p = p log L
@@ -326,19 +328,18 @@ class FoldedKeys:
             if self.fused:
                 queries = np.column_stack([-2.0 * c * Q, c * q_sq])
                 if R is None:
-                    kernels.exp_dot_sums(queries, keys, self.VT, out[:, t])
+                    kernels.exp_dot_sums(queries, keys, self.VT, out[t])
                 else:
-                    kernels.exp_dot_sums_coded(queries, keys, self.VT, R, self.bounds,
-                                               out[:, t])  # fmt: skip
+                    kernels.exp_dot_sums_coded(queries, keys, self.VT, R, self.bounds, out[t])
                 continue
             extra = [] if R is None or self.codes is not None else [R]
             queries = np.column_stack([-2.0 * c * Q, np.ones(len(Q)), c * q_sq, *extra])
             if self.codes is not None:  # many cells: feature by feature
                 G = np.ascontiguousarray(queries @ keys.T)
-                kernels.exp_sums_coded(G, self.VT, np.ascontiguousarray(R), self.codes, out[:, t])
+                kernels.exp_sums_coded(G, self.VT, np.ascontiguousarray(R), self.codes, out[t])
             else:
-                out[:, t] = exp_sums(queries @ keys.T, self.values)
-        return out
+                out[t] = exp_sums(queries @ keys.T, self.values)
+        return np.moveaxis(out, 0, 1)
 
 
 def exp_sums(A, V, *, slope=1.0, offset=None, own=None) -> np.ndarray:
