@@ -460,11 +460,9 @@ def _fit_block(mom: Moments, M, B, q, degree: int):
     P = npar(d, degree)
     if degree == 0:
         return Bq[:, :1].copy(), np.ones((len(q), 1)), Mq, Bq
-    gi = gram_index(d, degree)
-    diag = np.diagonal(gi)[1:]
+    gi, diag, sizes = _basis(d, degree)
     noise = Mq[:, diag] + M[:, diag] + monomials(q, 2 * degree)[:, diag]
-    sizes = [npar(d, p) for p in range(degree + 1)]
-    coef, a = solve(Mq[:, gi], Bq[:, :P], noise, sizes)
+    coef, a = solve(Mq[:, gi], Bq[:, :P], noise, sizes.tolist())
     return coef, a, Mq, Bq
 
 
@@ -491,6 +489,12 @@ def _compiled_tables(d: int, top: int, ytop: int, degree: int) -> tuple:
          np.append(s.starts, s.pairs).astype(np.int64))
         for s in (shift(d, top), shift(d, ytop))
     ]  # fmt: skip
-    gi = gram_index(d, degree).astype(np.int64)
+    return (parent, feature), *pairs, _basis(d, degree)
+
+
+@functools.cache
+def _basis(d: int, degree: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return the Gram index (P, P), its diagonal past the intercept, the sizes per degree."""
+    gi = np.asarray(gram_index(d, degree), np.int64)
     sizes = np.array([npar(d, p) for p in range(degree + 1)], np.int64)
-    return (parent, feature), *pairs, (gi, np.diagonal(gi)[1:].copy(), sizes)
+    return gi, np.diagonal(gi)[1:].copy(), sizes

@@ -22,7 +22,7 @@ from sklearn import get_config
 from sklearn.utils import gen_even_slices
 from threadpoolctl import ThreadpoolController
 
-__all__ = ["Options", "budget", "chunk_rows", "map_chunks", "single_threaded_blas"]
+__all__ = ["Options", "budget", "chunk_rows", "map_chunks", "n_queries", "single_threaded_blas"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,13 @@ def chunk_rows(row_bytes: float, budget_mib: float) -> int:
     return max(rows, 1)
 
 
+def n_queries(Q: np.ndarray | None, train, rows_of_train: np.ndarray | None = None) -> int:
+    """Return the number of queries: the rows of ``Q``, else the training rows queried."""
+    if Q is not None:
+        return len(Q)
+    return train.n_samples if rows_of_train is None else len(rows_of_train)
+
+
 def map_chunks(
     fn: Callable[[slice, np.ndarray], object],
     Q: np.ndarray | None,
@@ -90,10 +97,7 @@ def map_chunks(
     dimension d + 2) and short, and BLAS threads would spin against the
     exponential pass and against our own worker threads.
     """
-    if Q is None:
-        m = train.n_samples if rows_of_train is None else len(rows_of_train)
-    else:
-        m = Q.shape[0]
+    m = n_queries(Q, train, rows_of_train)
     slices = [slice(start, min(start + rows, m)) for start in range(0, m, rows)]
     results = [None] * len(slices)
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from .._kernels import Kernel
 from . import _dense, _tree
-from ._chunks import Options, budget, map_chunks
+from ._chunks import Options, budget, map_chunks, n_queries
 from ._train import TrainSet
 
 
@@ -391,8 +391,8 @@ def run_chunks(Q, train: TrainSet, kernel: Kernel, options: Options, *, dense, t
     """
     workers, mib = budget(options)
     if not train.trees:
-        m = (train.n_samples if rows is None else len(rows)) if Q is None else len(Q)
-        chunk = _dense.dense_chunk_rows(train.n_samples, mib, m if fused else None, workers)
+        fused_m = n_queries(Q, train, rows) if fused else None
+        chunk = _dense.dense_chunk_rows(train.n_samples, mib, fused_m, workers)
         return map_chunks(dense, Q, train, chunk, workers, out, rows)
     margins = _tree.margins(train, options.rtol)
     source = (train.X if rows is None else train.X[rows]) if Q is None else Q[:, : train.d]
