@@ -18,3 +18,10 @@ def _docs_pages_run_in_tmp_path(request, monkeypatch):
     """
     if request.node.path.suffix == ".md":
         monkeypatch.chdir(request.getfixturevalue("tmp_path"))
+
+
+def pytest_report_header(config):
+    """Say which skl_nw the tests run against (the working copy or an installed wheel)."""
+    import skl_nw
+
+    return f"skl_nw {skl_nw.__version__} from {os.path.dirname(skl_nw.__file__)}"
