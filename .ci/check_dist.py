@@ -43,7 +43,7 @@ def wheel_files(wheel: Path) -> set[str]:
 
 
 def sdist_files(sdist: Path) -> set[str]:
-    """The files of an sdist, relative to its top folder, setuptools' own left out."""
+    """List the files of an sdist, relative to its top folder, setuptools' own left out."""
     with tarfile.open(sdist) as archive:
         names = {m.name.split("/", 1)[1] for m in archive.getmembers() if m.isfile()}
     return {name for name in names if not name.startswith(SDIST_GENERATED)}
@@ -56,8 +56,8 @@ def rebuilt_sdist_files(sdist: Path) -> set[str]:
             archive.extractall(tmp, filter="data")
         (source,) = Path(tmp).iterdir()
         out = Path(tmp) / "out"
-        subprocess.run([sys.executable, "-m", "build", "--sdist", "--outdir", str(out), str(source)],
-                       check=True, capture_output=True)  # fmt: skip
+        build = [sys.executable, "-m", "build", "--sdist", "--outdir", str(out), str(source)]
+        subprocess.run(build, check=True, capture_output=True)
         (again,) = out.glob("*.tar.gz")
         return sdist_files(again)
 
