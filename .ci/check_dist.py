@@ -35,7 +35,7 @@ def tracked() -> set[str]:
 
 
 def wheel_files(wheel: Path) -> set[str]:
-    """The package files of a wheel (its dist-info left out)."""
+    """List the package files of a wheel (its dist-info left out)."""
     with zipfile.ZipFile(wheel) as archive:
         return {
             name for name in archive.namelist() if not name.split("/")[0].endswith(".dist-info")
