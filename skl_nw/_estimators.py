@@ -8,12 +8,13 @@ from sklearn.utils._param_validation import StrOptions
 
 from . import _binning, _engine
 from ._base import _NWBase, check_weights, rule_of_thumb
+from ._diagnostics import _SummaryMixin
 from ._inference_api import _NWInferenceMixin
 
 __all__ = ["NadarayaWatsonRegressor", "check_weights", "rule_of_thumb"]
 
 
-class NadarayaWatsonRegressor(_NWInferenceMixin, RegressorMixin, _NWBase):
+class NadarayaWatsonRegressor(_SummaryMixin, _NWInferenceMixin, RegressorMixin, _NWBase):
     """Nadaraya–Watson kernel regression: attention pooling of the targets.
 
     The prediction at a query ``q`` is the attention-weighted average of the

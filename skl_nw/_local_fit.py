@@ -15,11 +15,12 @@ so moments of degree ``k`` carry a relative error of about
 ``eps (|q| / spread)^k``: ``1e-12`` for a local-linear fit 100 bandwidths from
 the mean.
 
-The solve (:func:`solve`) works in the covariance form: with ``phi = [1, psi]``,
-weighted means ``mu = E[psi]``, ``ybar = E[y]``, covariance ``C = Cov(psi)`` and
-``c = Cov(psi, y)``, the slopes are ``beta = C^-1 c`` and the fitted value at
-``q`` (``t = 0``) is ``ybar - mu . beta``.  A degenerate local design is fitted
-at a lower degree, down to the local constant (Nadaraya–Watson), see :func:`solve`.
+The solve (:func:`skl_nw._local_solve.solve`) works in the covariance form:
+with ``phi = [1, psi]``, weighted means ``mu = E[psi]``, ``ybar = E[y]``,
+covariance ``C = Cov(psi)`` and ``c = Cov(psi, y)``, the slopes are
+``beta = C^-1 c`` and the fitted value at ``q`` (``t = 0``) is
+``ybar - mu . beta``.  A degenerate local design is fitted at a lower degree,
+down to the local constant (Nadaraya–Watson), see :func:`solve`.
 """
 
 from __future__ import annotations
@@ -34,6 +35,12 @@ from scipy.special import comb
 from ._engine import KernelSums
 from ._engine._chunks import single_threaded_blas
 from ._engine._dense import compiled
+from ._local_solve import (
+    DEAD_VARIANCE,
+    EIGEN_FLOOR,
+    _floored_solve,  # noqa: F401 - read here by tests/test_compiled.py
+    solve,
+)
 
 __all__ = [
     "DEAD_VARIANCE",
@@ -49,11 +56,6 @@ __all__ = [
     "usable_degree",
 ]
 
-# A local problem whose correlation matrix has an eigenvalue below this is solved at a
-# lower degree.  The engine's kernel sums carry a relative error of up to ~1e-12 per
-# term (its BLAS expansion of the log weights) and a solve amplifies it by up to
-# 1 / EIGEN_FLOOR: 1e-4 keeps that below ~1e-8 of the targets' scale.
-EIGEN_FLOOR = 1e-4
 # Upper bound on the floats of the per-query temporaries of one block of queries
 # (moments, their expansion terms, Gram matrices): blocks stay a few tens of MiB.
 _BLOCK_FLOATS = 1 << 22
@@ -61,9 +63,6 @@ _BLOCK_FLOATS = 1 << 22
 # at least 64 queries a block (a wide basis would otherwise be solved query by query).
 _FIT_FLOATS = 1 << 15
 _FIT_MIN_ROWS = 64
-# A basis function whose local variance is below this share of its second moments
-# (rounding noise of the moment expansion) is constant over the neighbourhood.
-DEAD_VARIANCE = 1e-10
 
 
 @functools.cache
@@ -109,13 +108,15 @@ def _lookup(d: int, degree: int, keys: np.ndarray) -> np.ndarray:
 
 def position(d: int, degree: int, exps: np.ndarray) -> np.ndarray:
     """Index of each exponent vector (rows of ``exps``) in ``exponents(d, degree)``."""
-    return _lookup(d, degree, _keys(np.asarray(exps).reshape(-1, d)))
+    return _lookup(d, degree, _keys(np.asarray(exps)).ravel())
 
 
 @functools.cache
 def _parents(d: int, degree: int) -> list[tuple[slice, np.ndarray, np.ndarray]]:
     """Per total degree ``k >= 1``: its columns, their parents (degree ``k - 1``) and features."""
     exps = exponents(d, degree)
+    if d == 0:  # the constant only
+        return []
     feature = np.argmax(exps[1:] > 0, axis=1)
     parent = exps[1:].copy()
     parent[np.arange(len(parent)), feature] -= 1
@@ -209,132 +210,7 @@ def gram_index(d: int, degree: int) -> np.ndarray:
     """Index of ``t^(a + b)`` in ``exponents(d, 2 * degree)`` for basis pair (a, b): (P, P)."""
     exps = exponents(d, degree)
     total = exps[:, None, :] + exps[None, :, :]
-    return position(d, 2 * degree, total.reshape(-1, d)).reshape(len(exps), len(exps))
-
-
-def _floored_solve(R: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Which ``R`` (m, r, r) have no eigenvalue below ``EIGEN_FLOOR``, and ``R^-1 rhs`` for them.
-
-    ``R - EIGEN_FLOOR I`` has a Cholesky factor exactly when every eigenvalue
-    of ``R`` is above the floor: its factorisation checks each problem, and
-    the Cholesky factor of ``R`` solves those that pass.
-    """
-    m = len(R)
-    Rt = np.moveaxis(R, 0, -1)  # (r, r, m): one entry of every problem at a time
-    # Both factorisations in one batch (half the vectorised steps).
-    L, ok = _cholesky(np.concatenate([Rt - EIGEN_FLOOR * np.eye(R.shape[1])[:, :, None], Rt], 2))
-    ok, L = ok[:m], L[..., m:]
-    if not ok.all():
-        L, rhs = L[..., ok], rhs[ok]
-    return ok, np.moveaxis(_substitute(L, np.moveaxis(rhs, 0, -1)), -1, 0)
-
-
-def _cholesky(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Lower Cholesky factors of the symmetric ``A`` (r, r, m), and which are positive definite.
-
-    Column by column over the whole batch: about ``r^2 / 2`` vectorised steps,
-    where a batched LAPACK call pays a call per problem (at ``r = 3``, 2,000
-    problems: a third of the time).  A problem that is not positive definite
-    (a pivot ``<= 0`` or NaN, as LAPACK's test) gets a placeholder pivot 1 and
-    a meaningless factor.
-    """
-    r, _, m = A.shape
-    L = np.zeros_like(A)
-    ok = np.ones(m, dtype=bool)
-    with np.errstate(over="ignore", invalid="ignore"):  # in the meaningless factors
-        for j in range(r):
-            Lj = L[j, :j]
-            pivot = A[j, j] - np.einsum("km,km->m", Lj, Lj)
-            ok &= pivot > 0
-            L[j, j] = np.sqrt(np.where(pivot > 0, pivot, 1.0))
-            below = A[j + 1 :, j] - np.einsum("ikm,km->im", L[j + 1 :, :j], Lj)
-            L[j + 1 :, j] = below / L[j, j]
-    return L, ok
-
-
-def _substitute(L: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Solve ``L L' x = b`` for the factors ``L`` (r, r, m) and ``b`` (r, c, m): ``x`` (r, c, m)."""
-    x = b.copy()
-    for i in range(len(L)):
-        for j in range(i):
-            x[i] -= L[i, j] * x[j]
-        x[i] /= L[i, i]
-    for i in reversed(range(len(L))):
-        for j in range(i + 1, len(L)):
-            x[i] -= L[j, i] * x[j]
-        x[i] /= L[i, i]
-    return x
-
-
-def solve(G: np.ndarray, b: np.ndarray, noise: np.ndarray, sizes: list[int]):
-    """Solve the local weighted least-squares problems in the covariance form.
-
-    Parameters
-    ----------
-    G : ndarray of shape (m, P, P)
-        Gram matrices of the basis about each query, normalised by the weight
-        sum (``G[:, 0, 0] = 1``).
-    b : ndarray of shape (m, P, k)
-        Right-hand sides, normalised alike (``b[:, 0] = ybar``).
-    noise : ndarray of shape (m, P - 1)
-        Size of the terms each basis function's variance was computed from
-        (the scale of its rounding error).
-    sizes : list of int
-        Number of basis functions of degree ``<= p`` for ``p = 0, 1, ...``
-        (the graded basis of degree ``p`` is a prefix of the full one).
-
-    Returns
-    -------
-    coef : ndarray of shape (m, P, k)
-        Local coefficients about the query: ``coef[:, 0]`` is the fitted value
-        at the query, ``coef[:, 1:]`` the slopes (0 for the terms left out).
-    a : ndarray of shape (m, P)
-        ``G^-1 e_1`` of the problem solved: ``coef[:, 0] = a . b``.
-
-    Notes
-    -----
-    A basis function whose local variance is below ``DEAD_VARIANCE`` times
-    ``noise`` is constant over the neighbourhood (neighbours on a line, for
-    the slope across it) and is left out.  The covariance of the others is
-    scaled to unit diagonal (a correlation matrix); each query uses the
-    highest degree whose correlation matrix has no eigenvalue below
-    ``EIGEN_FLOOR`` (fewer neighbours than coefficients, collinear
-    neighbours, one dominant point: the degree drops, down to the weighted
-    mean, the Nadaraya–Watson value, at degree 0).  So the solved problems
-    are well-conditioned and every result is finite.
-    """
-    m, P, _ = G.shape
-    mu, ybar = G[:, 1:, 0], b[:, 0]
-    C = G[:, 1:, 1:] - mu[:, :, None] * mu[:, None, :]
-    c = b[:, 1:] - mu[:, :, None] * ybar[:, None, :]
-    var = np.diagonal(C, axis1=1, axis2=2)
-    live = var > DEAD_VARIANCE * noise
-    s = np.sqrt(np.where(live, var, 1.0))
-    R = np.where(live[:, :, None] & live[:, None, :], C / (s[:, :, None] * s[:, None, :]), 0.0)
-    R[:, np.eye(P - 1, dtype=bool)] = 1.0
-    c_s = np.where(live[:, :, None], c / s[:, :, None], 0.0)
-    mu_s = np.where(live, mu / s, 0.0)
-    beta, a_psi = np.zeros_like(c), np.zeros_like(mu)
-    rhs = np.concatenate([c_s, mu_s[:, :, None]], axis=2)
-    todo, k = np.arange(m), c.shape[2]
-    for size in sizes[:0:-1]:  # the highest degree first
-        r = size - 1
-        every = len(todo) == m  # no fancy indexing in the usual case
-        if every:
-            ok, sol = _floored_solve(R[:, :r, :r], rhs[:, :r])
-        else:
-            ok, sol = _floored_solve(R[todo, :r, :r], rhs[todo, :r])
-        rows = slice(None) if every and ok.all() else todo[ok]
-        beta[rows, :r] = sol[:, :, :k] / s[rows, :r, None]
-        a_psi[rows, :r] = -sol[:, :, k] / s[rows, :r]
-        todo = todo[~ok]
-    coef = np.empty_like(b)
-    coef[:, 1:] = beta
-    coef[:, 0] = ybar - (mu[:, :, None] * beta).sum(axis=1)
-    a = np.empty((m, P))
-    a[:, 1:] = a_psi
-    a[:, 0] = 1.0 - (mu * a_psi).sum(axis=1)
-    return coef, a
+    return position(d, 2 * degree, total).reshape(len(exps), len(exps))
 
 
 def npar(d: int, degree: int) -> int:
@@ -343,7 +219,11 @@ def npar(d: int, degree: int) -> int:
 
 
 def usable_degree(degree: int, d: int, n_points: int) -> int:
-    """Highest degree ``<= degree`` with no more coefficients than ``n_points`` points."""
+    """Highest degree ``<= degree`` with no more coefficients than ``n_points`` points.
+
+    0 without continuous features (``d = 0``): the local constant.
+    """
+    degree = degree if d else 0
     while degree > 0 and npar(d, degree) > n_points:
         degree -= 1
     return degree
@@ -393,10 +273,11 @@ class Moments:
         sc = sums.scaled[:, f, :, 0]
         total = sc[:, 0, -1]
         q = 2 if sums.powers[t] == 2 else 1
-        ratio = sc[:, t] / total[:, None] ** q * sums.value_scale
-        if t:  # another power: its own log scale
-            ls = sums.log_scale[:, f, :, 0]
-            ratio *= np.exp(ls[:, t] - q * ls[:, 0])[:, None]
+        with np.errstate(invalid="ignore", divide="ignore"):  # 0 / 0: fallback="nan"
+            ratio = sc[:, t] / total[:, None] ** q * sums.value_scale
+            if t:  # another power: its own log scale
+                ls = sums.log_scale[:, f, :, 0]
+                ratio *= np.exp(ls[:, t] - q * ls[:, 0])[:, None]
         return ratio
 
     def read(self, sums: KernelSums, f: int, t: int, k: int):
@@ -438,8 +319,18 @@ def fit_local(mom: Moments, M, B, q, degree: int):
     ``_FIT_MIN_ROWS`` queries): the temporaries of each (those terms, the Gram
     matrices) are reused by the next from the allocator's free lists.
     Whole-batch temporaries took fresh pages from the OS on every call (a
-    local-linear predict at m = 2,000: 500 page faults).
+    local-linear predict at m = 2,000: 500 page faults).  A query with no
+    weight (``fallback="nan"``: NaN moments) gets NaN throughout.
     """
+    empty = ~(M[:, 0] > 0)
+    if empty.any():
+        fit = fit_local(mom, M[~empty], B[~empty], q[~empty], degree)
+        out = [np.full((len(q), *part.shape[1:]), np.nan) for part in fit]
+        for whole, part in zip(out, fit, strict=True):
+            whole[~empty] = part
+        return tuple(out)
+    if mom.d == 0:  # no continuous feature: the weighted mean, nothing to shift
+        return B[:, :1].copy(), np.ones((len(q), 1)), M, B
     kernels = compiled()
     if kernels is not None:
         return _fit_compiled(kernels, mom, M, B, q, degree)

@@ -18,7 +18,7 @@ from sklearn import get_config
 from . import _engine
 from ._inference import local_constant_std, local_residual_variance, sandwich_factor
 from ._inference_api import _FEW_COLUMNS, _SmootherInferenceMixin
-from ._local_fit import Moments, fit_local, gram_index, monomials, npar
+from ._local_fit import Moments, blocks, fit_local, gram_index, monomials, npar
 
 
 class _LocalInferenceMixin(_SmootherInferenceMixin):
@@ -48,12 +48,14 @@ class _LocalInferenceMixin(_SmootherInferenceMixin):
             out[start : start + rows] = self._equivalent_kernel(Q[start : start + rows]) @ V
         return out
 
-    def _equivalent_kernel(self, Q: np.ndarray):
+    def _equivalent_kernel(self, Q: np.ndarray, sparse: bool | None = None):
         """Weights ``l_i(q)`` of each query on each training point: (m, n), CSR on trees.
 
         The attention weights ``w_i K_i / D`` times the fitted polynomial
         ``a . phi(x_i - q)``, written in raw monomials of the centred training
         inputs (``phi(z - q) = T phi(z)``: the expansion of the moment sums).
+        ``sparse`` None: CSR on the tree paths.  The dense product is taken
+        in place by blocks of rows, so the memory is that of the attention weights.
         """
         train = self._exact_train()
         d = train.d
@@ -65,12 +67,14 @@ class _LocalInferenceMixin(_SmootherInferenceMixin):
             a = fit_local(mom, *mom.read(sums, 0, 0, k), q, degree)[1]
             a_raw[block] = np.einsum("mab,ma->mb", mom.yshift.matrix(q), a)
         Phi = monomials(train.to_caller(train.X), degree)
-        L = _engine.attention(Q, train, self._kernel, sparse=bool(train.trees),
-                              options=self._options())  # fmt: skip
-        if not train.trees:
-            return L * (a_raw @ Phi.T)
-        rows = np.repeat(np.arange(L.shape[0]), np.diff(L.indptr))
-        L.data *= np.einsum("ep,ep->e", a_raw[rows], Phi[L.indices])
+        sparse = bool(train.trees) if sparse is None else sparse
+        L = _engine.attention(Q, train, self._kernel, sparse=sparse,
+                              fallback=self.fallback, options=self._options())  # fmt: skip
+        if not sparse:
+            for rows in blocks(len(Q), train.n_samples):
+                L[rows] *= a_raw[rows] @ Phi.T
+            return L
+        _scale_entries(L, a_raw, Phi)
         return L
 
     def _mean_std(self, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -98,3 +102,16 @@ class _LocalInferenceMixin(_SmootherInferenceMixin):
             mean[block] = coef[:, 0]
             std[block] = np.sqrt(sandwich_factor(a, M2[:, gi])[:, None] * sigma2)
         return mean, std
+
+
+def _scale_entries(L, a_raw: np.ndarray, Phi: np.ndarray) -> None:
+    """Multiply each stored entry ``(q, i)`` of the CSR ``L`` by ``a_raw[q] . Phi[i]``, in place.
+
+    By blocks of rows, so the (entries, P) temporaries stay within the block budget.
+    """
+    per_row = max(1, L.nnz // max(L.shape[0], 1)) * 2 * Phi.shape[1]
+    for rows in blocks(L.shape[0], per_row):
+        lo, hi = L.indptr[rows.start], L.indptr[rows.stop]
+        counts = np.diff(L.indptr[rows.start : rows.stop + 1])
+        owner = np.repeat(np.arange(rows.start, rows.stop), counts)
+        L.data[lo:hi] *= np.einsum("ep,ep->e", a_raw[owner], Phi[L.indices[lo:hi]])

@@ -27,13 +27,14 @@ class LocalLeaveOneOut:
     cancellation as ``H_ii -> 1``.
     """
 
-    def __init__(self, train, kernel: Kernel, degree: int, rtol: float):
+    def __init__(self, train, kernel: Kernel, degree: int, rtol: float, fallback: str = "nearest"):
         d = train.X.shape[1]
         n_points = int(np.isfinite(train.log_w).sum())
         self.fit_degree = usable_degree(degree, d, n_points)
         # A refit without one row has one point of positive weight fewer.
         degree = usable_degree(degree, d, n_points - 1)
         self.train, self.kernel, self.degree, self.rtol = train, kernel, degree, rtol
+        self.fallback = fallback
         self.targets = train.to_caller(train.values)
         self.Z = train.to_caller(train.X)
         self._mom = Moments(d, 2 * degree, degree)
@@ -45,24 +46,31 @@ class LocalLeaveOneOut:
         unit = np.eye(d, dtype=np.intp)
         top, ytop = 2 * degree + 2, degree + 2
         self._plain = [
-            np.stack([position(d, top, (pair + s * unit[j]).reshape(-1, d)).reshape(pair.shape[:2])
-                      for j in range(d)])
+            np.array([position(d, top, pair + s * unit[j]).reshape(pair.shape[:2])
+                      for j in range(d)], np.intp).reshape(d, *pair.shape[:2])
             for s in (0, 1, 2)
         ]  # fmt: skip
-        self._y = [np.stack([position(d, ytop, basis + s * unit[j]) for j in range(d)])
+        self._y = [np.array([position(d, ytop, basis + s * unit[j]) for j in range(d)],
+                            np.intp).reshape(d, len(basis))
                    for s in (0, 1, 2)]  # fmt: skip
 
-    def predictions(self, factors, n_jobs=None) -> np.ndarray:
-        """Leave-one-out predictions at every training row, per bandwidth multiple: (F, n, k)."""
+    def predictions(self, factors, n_jobs=None, rows=None) -> np.ndarray:
+        """Leave-one-out predictions per bandwidth multiple: (F, n, k), or (F, len(rows), k).
+
+        ``rows`` (caller order) computes only those training rows' predictions
+        (the progress blocks and the backend probe of the search).
+        """
         Y, k = self.targets, self.targets.shape[1]
+        Z = self.Z if rows is None else self.Z[np.asarray(rows)]
         sums = _engine.kernel_sums(
             None, self.train, self.kernel, values=self._mom.values(self.Z, Y),
-            factors=factors, loo=True, options=_engine.Options(rtol=self.rtol, n_jobs=n_jobs),
+            factors=factors, loo=True, rows=rows, fallback=self.fallback,
+            options=_engine.Options(rtol=self.rtol, n_jobs=n_jobs),
         )  # fmt: skip
-        out = np.empty((len(sums.shift[0]), len(Y), k))
+        out = np.empty((len(sums.shift[0]), len(Z), k))
         for f, factor in enumerate(np.asarray(factors, dtype=float)):
             M, B = self._mom.rescale(*self._mom.read(sums, f, 0, k), factor)
-            out[f] = fit_local(self._mom, M, B, self.Z / factor, self.degree)[0][:, 0]
+            out[f] = fit_local(self._mom, M, B, Z / factor, self.degree)[0][:, 0]
         return out
 
     def fits(self, factors, n_jobs=None) -> tuple[np.ndarray, np.ndarray]:
@@ -76,7 +84,7 @@ class LocalLeaveOneOut:
         mom = Moments(self.Z.shape[1], 2 * degree, degree)
         sums = _engine.kernel_sums(
             None, self.train, self.kernel, values=mom.values(self.Z, Y), factors=factors,
-            options=_engine.Options(rtol=self.rtol, n_jobs=n_jobs),
+            fallback=self.fallback, options=_engine.Options(rtol=self.rtol, n_jobs=n_jobs),
         )  # fmt: skip
         own = hat_diagonal(sums, self.train.to_caller(self.train.self_log_weights()))
         fitted = np.empty((len(factors), len(Y), k))

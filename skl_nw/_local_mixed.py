@@ -32,8 +32,7 @@ class MixedLocalLeaveOneOut(MixedLeaveOneOut):
     def predictions(self, factors, n_jobs=None, rows=None, lambdas=None) -> np.ndarray:
         """Leave-one-out fits (F, n, k), or (L, F, n, k) for candidate ``lambdas``."""
         if lambdas is None:
-            P = self.base.predictions(factors, n_jobs=n_jobs)
-            return P if rows is None else P[:, rows]
+            return self.base.predictions(factors, n_jobs=n_jobs, rows=rows)
         lambdas = np.atleast_2d(np.asarray(lambdas, dtype=np.float64))
         base, Y = self.base, self.targets
         mom = base._mom

@@ -7,12 +7,13 @@ from numbers import Integral
 import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import RegressorMixin, _fit_context
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from . import _engine
 from ._base import _NWBase
 from ._binned_local import BinnedLocalFit
+from ._diagnostics import _SummaryMixin
 from ._local_fit import Moments, blocks, fit_local, npar, usable_degree
 from ._local_inference import _LocalInferenceMixin
 from ._local_loo import LocalLeaveOneOut
@@ -21,7 +22,7 @@ from ._local_mixed import MixedLocalLeaveOneOut
 __all__ = ["LocalPolynomialRegressor"]
 
 
-class LocalPolynomialRegressor(_LocalInferenceMixin, RegressorMixin, _NWBase):
+class LocalPolynomialRegressor(_SummaryMixin, _LocalInferenceMixin, RegressorMixin, _NWBase):
     """Local polynomial kernel regression: a weighted least-squares polynomial at each query.
 
     At a query ``q`` the training points get the attention weights of
@@ -62,6 +63,14 @@ default="scott"
     rtol : float, default=1e-16
         Tree path, infinite-support kernels: the kernel mass left outside each
         query's search radius is at most ``rtol`` times the mass inside.
+    fallback : {"nearest", "nan"}, default="nearest"
+        What a compact kernel predicts at a query with no training point inside
+        its support, as for :class:`NadarayaWatsonRegressor`: "nearest" fits
+        the nearest training point(s), each with ``K = 1`` (the ``h -> 0``
+        limit: one nearest point gives its target), "nan" returns NaN (prediction,
+        standard error, gradient, attention weights; a leave-one-out
+        prediction too, which the search scores as the worst).
+        Infinite-support kernels never need it.
     binned_tol : float in (0, 1), default=None
         Accuracy of ``algorithm="binned"``: the grid spacing is that of
         :class:`NadarayaWatsonRegressor`'s binned path divided by
@@ -147,8 +156,9 @@ default="from_dtype"
     local correlation matrix of the basis has no eigenvalue below ``1e-4``,
     down to degree 0, the Nadaraya–Watson value (one neighbour; a compact
     kernel with no neighbour at all predicts the nearest training target(s),
-    its ``h -> 0`` limit).  The solved problems are thus well-conditioned: the
-    rounding of the kernel sums reaches the predictions amplified at most
+    its ``h -> 0`` limit, or NaN with ``fallback="nan"``).  The solved
+    problems are thus well-conditioned: the rounding of the kernel sums
+    reaches the predictions amplified at most
     ``1e4`` times (about ``1e-8`` of the targets' scale), and finite input
     always gives a finite prediction.  Where the degree drops the prediction
     (and its gradient) jumps: a sign that the bandwidth is too small for the
@@ -170,6 +180,7 @@ default="from_dtype"
     _parameter_constraints: dict = {
         **_NWBase._parameter_constraints,
         "degree": [Interval(Integral, 0, None, closed="left")],
+        "fallback": [StrOptions({"nearest", "nan"})],
     }
 
     def __init__(
@@ -181,6 +192,7 @@ default="from_dtype"
         algorithm: str = "auto",
         leaf_size: int = 40,
         rtol: float = 1e-16,
+        fallback: str = "nearest",
         binned_tol: float | None = None,
         n_jobs: int | None = None,
         categorical_features="from_dtype",
@@ -194,6 +206,7 @@ default="from_dtype"
         self.algorithm = algorithm
         self.leaf_size = leaf_size
         self.rtol = rtol
+        self.fallback = fallback
         self.binned_tol = binned_tol
         self.n_jobs = n_jobs
         self.categorical_features = categorical_features
@@ -240,8 +253,9 @@ default="from_dtype"
         per_row = (mom.shift.pairs + mom.yshift.pairs * Y.shape[1]) * 2 + V.shape[1] * 4
         for block in blocks(len(Q), per_row):
             sums = _engine.kernel_sums(
-                Q[block], train, self._kernel, values=V, powers=powers, options=self._options()
-            )
+                Q[block], train, self._kernel, values=V, powers=powers,
+                fallback=self.fallback, options=self._options(),
+            )  # fmt: skip
             yield block, Q[block, : train.d] - train.center, sums
 
     def _fit_degree(self) -> int:
@@ -314,6 +328,56 @@ default="from_dtype"
             return self._shaped(self._binned_fit(Q)[0])
         return self._shaped(self._coefficients(Q)[:, 0])
 
+    def attention_weights(self, X: ArrayLike, *, sparse: bool = False):
+        """Return the equivalent-kernel weights ``l_i(q)`` of every query on every training point.
+
+        The local polynomial fit is linear in the targets: ``f(q) = sum_i l_i(q) y_i``
+        with ``l_i(q) = w_i K_i phi(x_i - q) . G^-1 e_1 / sum_j w_j K_j`` (``G``
+        the normalised local Gram matrix, the degree each query is fitted at).
+        These are the rows of the hat matrix (``H = attention_weights(X_train)``)
+        and generalise :class:`NadarayaWatsonRegressor`'s attention weights
+        (``degree=0`` gives those).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            Queries.
+        sparse : bool, default=False
+            Return a ``scipy.sparse`` CSR matrix of the non-zero weights instead
+            of a dense array, whatever ``algorithm`` is.
+
+        Returns
+        -------
+        ndarray or csr_matrix of shape (n_queries, n_samples_fit)
+            Rows summing to 1, columns in training order, so that
+            ``attention_weights(X) @ y`` equals ``predict(X)``.  Unlike attention
+            weights they can be negative for ``degree >= 1`` (the local line
+            extrapolates); they are zero outside a compact kernel's support.
+            NaN rows where ``fallback="nan"`` leaves a query empty.  On the
+            binned path they are the exact weights, so the product matches
+            ``predict`` to ``binned_tol``.
+
+        Raises
+        ------
+        MemoryError
+            Before any work, when the dense matrix would exceed scikit-learn's
+            ``working_memory`` budget (pass ``sparse=True``, or fewer queries).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skl_nw import LocalPolynomialRegressor
+        >>> X = np.linspace(0, 1, 20)[:, None]
+        >>> y = X[:, 0] ** 2
+        >>> reg = LocalPolynomialRegressor(bandwidth=0.2).fit(X, y)
+        >>> L = reg.attention_weights([[0.0], [0.5]])
+        >>> L.sum(axis=1).round(12), bool((L < 0).any())
+        (array([1., 1.]), True)
+        >>> bool(np.allclose(L @ y, reg.predict([[0.0], [0.5]])))
+        True
+        """
+        return self._equivalent_kernel(self._queries(X), sparse=sparse)
+
     def _binned_fit(self, Q: np.ndarray, slopes: bool = False):
         """Binned fitted values (m, k) and slopes (m, d, k) or None, scaled units.
 
@@ -385,7 +449,9 @@ default="from_dtype"
         """Return what BandwidthSearchCV needs (see :class:`skl_nw._engine.LeaveOneOut`)."""
         check_is_fitted(self)
         # The binned path's leave-one-out is the exact one (its training set built on need).
-        loo = LocalLeaveOneOut(self._exact_train(), self._kernel, self.degree, self.rtol)
+        loo = LocalLeaveOneOut(
+            self._exact_train(), self._kernel, self.degree, self.rtol, self.fallback
+        )
         cats = getattr(self, "_categories", None)
         if cats is None:
             return loo

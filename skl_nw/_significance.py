@@ -151,10 +151,11 @@ def significance_test(
 
     Parameters
     ----------
-    estimator : regressor with ``predict_gradient``
+    estimator : regressor with ``predict_gradient`` and a ``bandwidth`` parameter
         Unfitted, with its bandwidth (e.g. from :class:`BandwidthSearchCV`'s
-        ``bandwidth_``); cloned and fitted here.  A per-feature bandwidth
-        array is restricted to the remaining features for the null model.
+        ``bandwidth_``; a search itself is refused); cloned and fitted here.
+        A per-feature bandwidth array is restricted to the remaining features
+        for the null model.
     X : array-like of shape (n_samples, n_features)
         Training inputs.
     y : array-like of shape (n_samples,)
@@ -194,10 +195,17 @@ def significance_test(
     >>> bool(significance_test(reg, X, y, [1], n_boot=99, random_state=0).pvalue > 0.05)
     True
     """
-    if not (is_regressor(estimator) and hasattr(estimator, "predict_gradient")):
+    # The null model restricts the bandwidth: a search (which delegates predict_gradient
+    # to its estimator) has none; its best_estimator_ does.
+    if not (
+        is_regressor(estimator)
+        and hasattr(estimator, "predict_gradient")
+        and "bandwidth" in estimator.get_params(deep=False)
+    ):
         raise ValueError(
-            "estimator must be a regressor with predict_gradient (e.g. "
-            f"NadarayaWatsonRegressor); got {type(estimator).__name__}."
+            "estimator must be a regressor with predict_gradient and a bandwidth (e.g. "
+            "NadarayaWatsonRegressor, or a BandwidthSearchCV's best_estimator_); got "
+            f"{type(estimator).__name__}."
         )
     if residuals not in _RESIDUALS:
         raise ValueError(f"residuals must be one of {_RESIDUALS}; got {residuals!r}.")

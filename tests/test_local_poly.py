@@ -347,3 +347,86 @@ def test_kernel_sums_exclude_is_leave_one_out_at_some_rows(rng, algorithm, kerne
     expected = scale * full.scaled[rows]
     got = np.exp(some.shift[:, :, None] + some.log_scale)[..., None] * some.scaled
     assert_allclose(got, expected, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+def test_leave_one_out_at_some_rows_is_a_refit(rng, kernel):
+    # The search's progress blocks and backend probe ask for some rows only.
+    X, y = _data(rng, n=60)
+    h = np.array([0.4, 0.5])
+    reg = LocalPolynomialRegressor(bandwidth=h, kernel=kernel).fit(X, y)
+    rows = np.array([7, 0, 33, 59])
+    P = reg._leave_one_out().predictions([1.0, 1.5], rows=rows)
+    assert P.shape == (2, 4, 1)
+    for f, P_f in zip([1.0, 1.5], P, strict=True):
+        assert_allclose(P_f[:, 0], naive_local_poly_loo(X, y, f * h, kernel, 1)[rows], rtol=1e-8)
+
+
+@pytest.mark.filterwarnings("ignore:The selected bandwidth is the")  # a grid edge, on purpose
+@pytest.mark.parametrize(
+    ("kernel", "verbose"), [("gaussian", 1), ("epanechnikov", 0)]
+)  # fmt: skip
+def test_bandwidth_search_at_1200_rows(rng, kernel, verbose, capsys):
+    # Verbose progress runs by blocks of rows; a compact kernel at n >= 1,000 probes
+    # the backend on some rows: both asked LocalLeaveOneOut for rows (a TypeError).
+    X = rng.normal(size=(1200, 2))
+    y = np.sin(X[:, 0]) + rng.normal(0, 0.1, 1200)
+    grid = [0.3, 0.6, 1.2]
+    est = LocalPolynomialRegressor(kernel=kernel)
+    search = BandwidthSearchCV(est, bandwidths=grid, verbose=verbose).fit(X, y)
+    loo = est.set_params(bandwidth=0.3).fit(X, y)._leave_one_out()
+    P = loo.predictions(np.array(grid) / 0.3)[:, :, 0]
+    assert_allclose(search.cv_results_["mean_test_score"], -((P - y) ** 2).mean(axis=1))
+    assert ("Done in" in capsys.readouterr().out) == bool(verbose)
+
+
+@pytest.mark.parametrize("degree", [0, 1])
+@pytest.mark.parametrize("algorithm", ["brute", "kd_tree"])
+def test_fallback_is_nadaraya_watsons(rng, degree, algorithm):
+    # No training point in a compact kernel's support: the nearest point(s), or NaN.
+    X, y = _data(rng, n=40)
+    far = np.array([[3.0, 3.0], [-2.0, 0.5]])
+    Q = np.vstack([far, X[:3]])
+    nearest = y[np.argmin(((far[:, None] - X[None]) ** 2).sum(axis=2), axis=1)]
+    for fallback in ("nearest", "nan"):
+        kw = {"bandwidth": 0.3, "kernel": "epanechnikov", "algorithm": algorithm}
+        kw["fallback"] = fallback
+        lp = LocalPolynomialRegressor(degree=degree, **kw).fit(X, y)
+        nw = NadarayaWatsonRegressor(**kw).fit(X, y)
+        inside = LocalPolynomialRegressor(degree=degree, **{**kw, "fallback": "nearest"})
+        assert_allclose(lp.predict(Q)[2:], inside.fit(X, y).predict(Q)[2:], rtol=1e-12)
+        mean, std = lp.predict(Q, return_std=True)
+        grad, L = lp.predict_gradient(Q), lp.attention_weights(Q)
+        if fallback == "nan":
+            assert np.isnan(mean[:2]).all() and np.isnan(std[:2]).all()
+            assert np.isnan(grad[:2]).all() and np.isnan(L[:2]).all()
+            assert np.isfinite(mean[2:]).all() and np.isfinite(L[2:]).all()
+        else:
+            assert_allclose(mean[:2], nearest, rtol=1e-12)
+            assert_allclose(std[:2], 0.0, atol=1e-12)
+            assert_allclose(L[:2] @ y, nearest, rtol=1e-12)
+        assert_allclose(mean[:2], nw.predict(Q)[:2], rtol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore:The selected bandwidth is the")  # a grid edge, on purpose
+def test_fallback_nan_leave_one_out(rng):
+    # A row with no other point in the support: NaN, as Nadaraya–Watson's.
+    X, y = _data(rng, n=30, d=1)
+    X[0] = 5.0
+    kw = {"bandwidth": 0.2, "kernel": "tophat", "fallback": "nan"}
+    P = LocalPolynomialRegressor(degree=0, **kw).fit(X, y)._leave_one_out().predictions([1.0])
+    assert_allclose(P, NadarayaWatsonRegressor(**kw).fit(X, y)._leave_one_out().predictions([1.0]))
+    D = np.abs(X - X.T)
+    np.fill_diagonal(D, np.inf)
+    lonely = D.min(axis=1) >= 0.2  # the tophat's support is u < 1
+    assert lonely[0] and np.array_equal(np.isnan(P[0, :, 0]), lonely)
+    # Only the widest candidate reaches row 0 from the others: the others score -inf.
+    search = BandwidthSearchCV(LocalPolynomialRegressor(**kw), bandwidths=[0.2, 1.0, 5.0])
+    assert np.isfinite(search.fit(X, y).best_score_)
+    assert search.best_estimator_.bandwidth_[0] == 5.0
+
+
+def test_fallback_is_validated():
+    X = np.arange(10.0)[:, None]
+    with pytest.raises(ValueError, match="fallback"):
+        LocalPolynomialRegressor(fallback="zero").fit(X, X[:, 0])
