@@ -14,35 +14,40 @@ from sklearn.utils.metadata_routing import (
     UNUSED,
 )
 
-from . import _categorical, _search_mixed
-from ._base import check_weights, rule_of_thumb
+from . import _search_mixed
+from ._base import check_weights
 from ._inference import CRITERIA
-from ._search_fit import _DEFAULT_FACTORS, _Fitting
+from ._search_auto import centred_candidates, resolve_method
+from ._search_candidates import _Candidates
+from ._search_delegation import _Delegation
+from ._search_fit import _Fitting
+from ._search_grid import _Grid
 from ._search_plumbing import _Plumbing
-from ._search_support import (
-    _ESTIMATOR_ERROR,
-    PROBA_FLOOR,
-    _bandwidths,
-    _collapse,
-    _Delegation,
-    _LOOClassifier,
-    _LOORegressor,
-    _nw_step,
-    _Progress,
-    _say,
-)
+from ._search_report import _Reporting
+from ._search_support import _ESTIMATOR_ERROR, _bandwidths, _collapse, _nw_step, _Progress, _say
 
 __all__ = ["BandwidthSearchCV"]
 
 
-class BandwidthSearchCV(_Delegation, _Fitting, _Plumbing, MetaEstimatorMixin, BaseEstimator):
-    """Select the bandwidths of a Nadaraya–Watson estimator by cross-validation.
+class BandwidthSearchCV(
+    _Delegation,
+    _Grid,
+    _Fitting,
+    _Candidates,
+    _Reporting,
+    _Plumbing,
+    MetaEstimatorMixin,
+    BaseEstimator,
+):
+    """Select the bandwidths of a kernel regressor or classifier by cross-validation.
 
-    Three routes to the same goal, all minimising an honest out-of-sample
+    It tunes :class:`NadarayaWatsonRegressor`, :class:`ParzenClassifier` and
+    :class:`LocalPolynomialRegressor` (or a pipeline ending in one).  Four
+    routes to the same goal, all minimising an honest out-of-sample
     loss (minimising the *training* loss fails: ``y_i`` is part of its own
     prediction, so the loss falls to 0 as ``h -> 0``):
 
-    * ``method="grid", cv="loo"`` (default): every candidate is scored by the
+    * ``method="grid", cv="loo"``: every candidate is scored by the
       exact closed-form leave-one-out predictions, without refitting; the
       distances of each chunk are computed once for all the candidates
       (multiples of one bandwidth vector), only the kernel per candidate.
@@ -57,30 +62,46 @@ class BandwidthSearchCV(_Delegation, _Fitting, _Plumbing, MetaEstimatorMixin, Ba
       and a handful of passes where SGD needs tens of epochs; it converges
       to the nearest local minimum of the leave-one-out loss, from the rule of
       thumb (as statsmodels' ``cv_ls`` does, by Nelder-Mead).
+    * ``method="auto"`` (default): one of them, chosen from the data at fit
+      (``method_``): the closed-form grid for continuous features (one pass
+      for all 40 candidates, the global optimum of one bandwidth scale;
+      extended past an end where its best is one); L-BFGS-B from the rule of
+      thumb where there are categorical features (their default grid has
+      ``40 x 7^J`` candidates for J of them: 13,720 for three, tens of seconds,
+      where L-BFGS-B learns every lambda in a fraction of that and reaches a
+      lower leave-one-out loss); with a ``cv`` other than "loo" on
+      categorical features, GridSearchCV over 15 candidates around the
+      L-BFGS-B optimum.  Given ``bandwidths``, an in-sample ``criterion`` or
+      the tophat kernel (which has no gradient), the grid.
 
     Parameters
     ----------
-    estimator : NadarayaWatsonRegressor, ParzenClassifier or Pipeline
+    estimator : NadarayaWatsonRegressor, ParzenClassifier, LocalPolynomialRegressor or Pipeline
         The estimator whose ``bandwidth`` is selected; its other parameters
         are kept.  A :class:`~sklearn.pipeline.Pipeline` whose last step is
         one of them has that step's bandwidth selected (see Notes).
-    method : {"grid", "sgd", "lbfgs"}, default="grid"
-        Grid search, stochastic gradient descent, or full-batch L-BFGS-B.
+    method : {"auto", "grid", "sgd", "lbfgs"}, default="auto"
+        Grid search, stochastic gradient descent, full-batch L-BFGS-B, or
+        the one of them that suits the data (see above; ``method_``).
     bandwidths : array-like, default=None
         Grid candidates: a list of positive scalars or of per-feature arrays.
         None uses 40 log-spaced multiples, 2^(k/4) from 0.022 to 19, of the per-feature
-        rule of thumb (the estimator's "scott" / "silverman", else "scott").
-        With categorical features (the estimator's ``categorical_features``),
-        a candidate holds a ``lambda`` at each categorical feature's position,
-        and None crosses the multiples of the continuous rule of thumb with the
-        lambdas 0, 0.05, 0.1, 0.2, 0.4, 0.7 and 1 times each feature's largest
-        (0.95 for the Wang–van Ryzin kernel, whose largest is excluded): for
-        ``cv="loo"`` every lambda vector of the grid is scored from one pass
-        (the sums per cell of categories do not depend on lambda).
+        rule of thumb (the estimator's "scott" / "silverman", else "scott"),
+        with ``cv="loo"`` on continuous data extended by 8 more multiples (up
+        to 3 times) while the best is an end.  A best candidate that is still
+        the grid's smallest or largest bandwidth warns (UserWarning): the
+        optimum may lie beyond.  With categorical features (the estimator's
+        ``categorical_features``), a candidate holds a ``lambda`` at each
+        categorical feature's position, and None crosses the multiples of the
+        continuous rule of thumb with the lambdas 0, 0.05, 0.1, 0.2, 0.4, 0.7
+        and 1 times each feature's largest (0.95 for the Wang–van Ryzin
+        kernel, whose largest is excluded): for ``cv="loo"`` every lambda
+        vector of the grid is scored from one pass (the sums per cell of
+        categories do not depend on lambda).
     cv : "loo", int, cross-validation generator or iterable, default="loo"
         "loo" scores the closed-form leave-one-out predictions; anything else
         is passed to GridSearchCV (``None`` is its 5-fold default).  Only
-        ``method="grid"`` uses it.
+        ``method="grid"`` and ``"auto"`` use it.
     scoring : str or callable, default=None
         Scorer applied to the out-of-sample predictions.  None means negative
         mean squared error for regressors and negative log-loss for classifiers.
@@ -97,9 +118,13 @@ class BandwidthSearchCV(_Delegation, _Fitting, _Plumbing, MetaEstimatorMixin, Ba
         weights (``n = sum w``).  ``best_score_`` and ``mean_test_score`` then
         hold the negated criterion.  They need ``method="grid"`` and
         ``cv="loo"`` and take no ``scoring``.
-    per_feature : bool, default=True
+    per_feature : bool or "auto", default="auto"
         For ``method="sgd"`` and ``"lbfgs"``: learn one bandwidth per feature (True) or one
-        common multiple of the rule of thumb (False).  The lambda of each
+        common multiple of the rule of thumb (False).  "auto": per feature for
+        regressors (relevance determination), one common multiple for
+        classifiers (on load_digits per-feature L-BFGS-B took 12x the time
+        for a worse held-out log-loss: a classifier's leave-one-out log-loss
+        over many features overfits per-feature bandwidths).  The lambda of each
         categorical feature is always learnt on its own, through
         ``lambda = lambda_max sigmoid(theta)`` (an unconstrained transform).
     max_iter : int, default=200
@@ -127,9 +152,11 @@ class BandwidthSearchCV(_Delegation, _Fitting, _Plumbing, MetaEstimatorMixin, Ba
         Progress on standard output.  1: a start line (samples, features,
         candidates or epochs, the path, the neighbour search of the fitted
         estimator: brute force or its ``tree_`` class), a progress line with the
-        fraction done and the time left at most every few seconds, and a final
-        line with the selected bandwidths' range and the time taken.  2: also
-        one line per candidate score or per SGD epoch loss.  3: whole bandwidth
+        fraction done and the time left at most every few seconds (within a
+        long SGD or L-BFGS-B pass, the training rows done), and a final line
+        with the selected bandwidths' range and the time taken.  2: also one
+        line per candidate score, SGD epoch or L-BFGS-B iteration (its loss).
+        3: whole bandwidth
         vectors instead of their range.  With ``cv`` other than "loo",
         GridSearchCV's own messages.
 
@@ -149,8 +176,14 @@ class BandwidthSearchCV(_Delegation, _Fitting, _Plumbing, MetaEstimatorMixin, Ba
     best_index_ : int
         Index of the selected candidate in ``cv_results_`` (grid).
     cv_results_ : dict of ndarrays
-        As GridSearchCV's; on the closed-form path the keys are ``params``,
-        ``param_bandwidth``, ``mean_test_score`` and ``rank_test_score``.
+        As GridSearchCV's (grid only).  On the closed-form path the splits
+        are the training rows: no ``split<i>_test_score`` keys (one per row),
+        ``std_test_score`` the weighted standard deviation of the rows'
+        scores (NaN for a given ``scoring``, an in-sample ``criterion`` and
+        the mixed-data grid, which keep no per-row terms), and the times
+        each candidate's share of the predictions computed for all of them.
+    method_ : str
+        The method run: ``method``, or what "auto" chose ("grid", "lbfgs").
     loss_curve_ : list of float
         Leave-one-out loss of each SGD epoch or L-BFGS-B iteration.
     n_iter_ : int
@@ -217,12 +250,12 @@ class BandwidthSearchCV(_Delegation, _Fitting, _Plumbing, MetaEstimatorMixin, Ba
 
     _parameter_constraints: dict = {
         "estimator": [HasMethods(["fit", "predict"])],
-        "method": [StrOptions({"grid", "sgd", "lbfgs"})],
+        "method": [StrOptions({"auto", "grid", "sgd", "lbfgs"})],
         "bandwidths": ["array-like", None],
         "cv": ["cv_object", StrOptions({"loo"})],
         "scoring": [StrOptions(set(get_scorer_names())), callable, None],
         "criterion": [StrOptions(set(CRITERIA))],
-        "per_feature": ["boolean"],
+        "per_feature": ["boolean", StrOptions({"auto"})],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
@@ -241,12 +274,12 @@ class BandwidthSearchCV(_Delegation, _Fitting, _Plumbing, MetaEstimatorMixin, Ba
         self,
         estimator,
         *,
-        method: str = "grid",
+        method: str = "auto",
         bandwidths: ArrayLike | None = None,
         cv="loo",
         scoring=None,
         criterion: str = "loo",
-        per_feature: bool = True,
+        per_feature: bool | str = "auto",
         max_iter: int = 200,
         learning_rate: float = 0.05,
         batch_size: int | str = "auto",
@@ -298,14 +331,15 @@ class BandwidthSearchCV(_Delegation, _Fitting, _Plumbing, MetaEstimatorMixin, Ba
             raise ValueError(_ESTIMATOR_ERROR.format(type(self.estimator).__name__))
         loo_cv = isinstance(self.cv, str) and self.cv == "loo"
         self._check_criterion(is_classifier(self.estimator))
-        if self.method != "grid" and not loo_cv:
+        if self.method not in ("grid", "auto") and not loo_cv:
             warnings.warn(
                 f"cv is ignored by method={self.method!r}, which minimises the closed-form "
-                "leave-one-out loss; it applies to method='grid' only.",
+                "leave-one-out loss; it applies to method='grid' (and 'auto') only.",
                 UserWarning,
                 stacklevel=2,
             )
-        closed_form = self.method != "grid" or loo_cv
+        # Any cv but "loo" is GridSearchCV's: method="grid", or "auto" (which then means it).
+        closed_form = loo_cv or self.method not in ("grid", "auto")
         routed = self._route(sample_weight)
         self._scorer = self._get_scorer()
         if step is not self.estimator:
@@ -317,8 +351,8 @@ class BandwidthSearchCV(_Delegation, _Fitting, _Plumbing, MetaEstimatorMixin, Ba
             self.best_estimator_.fit(X, y, **routed.fit)
         else:
             X, y = self._validate(X, y)
-            candidates = self._candidates(X, check_weights(routed.nw, X))
-            self._fit_grid_cv(X, y, candidates, routed.search)
+            candidates = self._cv_candidates(X, y, check_weights(routed.nw, X))
+            self._fit_grid_cv(X, y, candidates, routed.search, self._continuous_mask(X))
         self.bandwidth_ = _nw_step(self.best_estimator_).bandwidth_.copy()
         # Needed during fit only; a fitted search then holds no functions (nor the
         # data), so skops can load it trusting data types alone.
@@ -326,8 +360,17 @@ class BandwidthSearchCV(_Delegation, _Fitting, _Plumbing, MetaEstimatorMixin, Ba
         self.__dict__.pop("_encoded", None)
         return self
 
+    def _cv_candidates(self, X, y, w: np.ndarray) -> list[np.ndarray]:
+        """Return the candidates of a cv other than "loo" (GridSearchCV's: refits per split)."""
+        cats, _ = self._categories_of(X)
+        if self.method == "auto" and self.bandwidths is None and cats is not None:
+            # 40 x 7^J default candidates, each refitted per split, cannot finish:
+            # a small grid around the leave-one-out optimum instead.
+            return centred_candidates(self, X, y, w)
+        return self._candidates(X, w)
+
     def _search(self, X, y, w_nw, w_score) -> np.ndarray:
-        """Closed-form leave-one-out search (grid or SGD); returns the bandwidth."""
+        """Closed-form leave-one-out search (grid, SGD or L-BFGS-B); returns the bandwidth."""
         if (w_nw is None) != (w_score is None):
             raise ValueError(
                 "sample_weight reaches "
@@ -348,17 +391,20 @@ class BandwidthSearchCV(_Delegation, _Fitting, _Plumbing, MetaEstimatorMixin, Ba
                 "Leave-one-out needs at least 2 distinct training points with positive "
                 f"weight; got {len(Xu)} (1 sample)."
             )
+        at_rule = clone(self.estimator).set_params  # the protocol object at the rule of thumb
+        self.method_ = resolve_method(self, cats, lambda: at_rule(
+            bandwidth=self._base_bandwidth(Xu, wu)).fit(Xu, yu, wu)._leave_one_out())  # fmt: skip
         self._progress = _Progress(self.verbose)
         try:
-            if self.method == "grid":
+            if self.method_ == "grid":
                 bandwidth = self._fit_grid_loo(Xu, yu, wu, len(X))
             else:
                 # The gradient passes run on brute force, whatever the estimator's algorithm.
                 self._announce(len(X), Xu, wu, "brute force")
-                fit = self._fit_sgd if self.method == "sgd" else self._fit_lbfgs
+                fit = self._fit_sgd if self.method_ == "sgd" else self._fit_lbfgs
                 bandwidth = fit(Xu, yu, wu)
             if self.verbose:
-                unit = {"grid": "candidates", "sgd": "epochs", "lbfgs": "iterations"}[self.method]
+                unit = {"grid": "candidates", "sgd": "epochs", "lbfgs": "iterations"}[self.method_]
                 _say(
                     f"Done in {self._progress.elapsed():.1f} s ({self.n_iter_} {unit}): "
                     f"bandwidth {_bandwidths(bandwidth, self.verbose)}, "
@@ -367,106 +413,3 @@ class BandwidthSearchCV(_Delegation, _Fitting, _Plumbing, MetaEstimatorMixin, Ba
         finally:
             del self._progress
         return bandwidth
-
-    def _categories_of(self, X):
-        """Return the categorical features of ``X`` and X as codes (Nones), once per ``X``.
-
-        The search asks for them in several places about the same array
-        (the merged rows): each asks the one encoding, kept until ``fit`` ends.
-        """
-        cached = getattr(self, "_encoded", None)
-        if cached is None or cached[0] is not X:
-            cached = self._encoded = (X, *_categorical.encode(self.estimator, X))
-        return cached[1], cached[2]
-
-    def _announce(self, n_samples: int, Xu, wu, backend: str) -> None:
-        """Print the start line: the data, the work, the path, the neighbour search."""
-        if not self.verbose:
-            return
-        if self.method == "grid":
-            n_candidates = len(self._candidates(Xu, wu))
-            work = f"{n_candidates} candidates, closed-form leave-one-out (method='grid', cv='loo')"
-        elif self.method == "sgd":
-            work = f"at most {self.max_iter} epochs, leave-one-out loss by Adam (method='sgd')"
-        else:
-            work = f"at most {self.max_iter} iterations, leave-one-out loss by L-BFGS-B"
-        distinct = "" if len(Xu) == n_samples else f" ({len(Xu)} distinct)"
-        _say(f"{n_samples} samples{distinct}, {Xu.shape[1]} features: {work}; backend {backend}")
-
-    def _progress_groups(self, groups: list, candidates: list, scores: np.ndarray):
-        """Yield the groups of candidates; after each is scored, report it."""
-        done = 0
-        for group in groups:
-            yield group
-            index = group[2]
-            done += len(index)
-            if self.verbose >= 2:
-                for t in index:
-                    _say(
-                        f"candidate {t + 1}/{len(candidates)}: bandwidth "
-                        f"{_bandwidths(candidates[t], self.verbose)}, score {scores[t]:.6g}"
-                    )
-            self._progress.update(done, len(candidates), "candidates")
-
-    def _report_epoch(self, epoch: int, loss: float, bandwidth: np.ndarray) -> None:
-        if self.verbose >= 2:
-            _say(
-                f"epoch {epoch}: loss {loss:.6g}, bandwidth {_bandwidths(bandwidth, self.verbose)}"
-            )
-        # Early stopping may end the search before max_iter: the time left is a bound.
-        self._progress.update(epoch, self.max_iter, "epochs", bound=self.tol is not None)
-
-    def _base_bandwidth(self, X: np.ndarray, w: np.ndarray) -> np.ndarray:
-        rule = self.estimator.bandwidth
-        rule = rule if isinstance(rule, str) else "scott"
-        cats, Xnum = self._categories_of(X)
-        if cats is not None:
-            return _search_mixed.base_bandwidth(cats, Xnum, rule, w)
-        return rule_of_thumb(X, rule, w)
-
-    def _candidates(self, X: np.ndarray, w: np.ndarray) -> list[np.ndarray]:
-        """Candidate bandwidth vectors, validated."""
-        cats, _ = self._categories_of(X)
-        if self.bandwidths is None:
-            base = self._base_bandwidth(X, w)
-            if cats is not None:
-                return _search_mixed.candidates(cats, base, _DEFAULT_FACTORS)[0]
-            return [factor * base for factor in _DEFAULT_FACTORS]
-        continuous = np.ones(X.shape[1], bool) if cats is None else ~cats.mask
-        candidates = []
-        for value in self.bandwidths:
-            h = np.asarray(value)
-            if h.dtype.kind not in "iuf" or h.ndim > 1 or h.size not in (1, X.shape[1]):
-                raise ValueError(
-                    "bandwidths must be a list of positive floats or of arrays of shape "
-                    f"(n_features,) = ({X.shape[1]},); got {value!r}."
-                )
-            h = np.broadcast_to(h.astype(np.float64), (X.shape[1],)).copy()
-            if not (np.all(np.isfinite(h)) and np.all(h[continuous] > 0) and np.all(h >= 0)):
-                raise ValueError(
-                    "bandwidths must be finite and positive (lambdas of categorical features: "
-                    f">= 0); got {value!r}."
-                )
-            candidates.append(h)
-        if not candidates:
-            raise ValueError("bandwidths must hold at least one candidate; got an empty list.")
-        return candidates
-
-    def _score(self, base, P: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
-        """Score precomputed out-of-sample predictions ``P`` with the scorer."""
-        if np.isnan(P).any():  # fallback="nan": some point had no neighbour
-            return -np.inf
-        classifier = is_classifier(base)
-        if self.scoring is None:
-            # The default scores, computed directly: the scorer machinery
-            # validates its inputs on every call, a sixth of a small grid's time.
-            if classifier:
-                p = P[np.arange(len(P)), np.searchsorted(base.classes_, y)]
-                p = np.clip(p, PROBA_FLOOR, 1 - PROBA_FLOOR)
-                return float(np.average(np.log(p), weights=w))
-            Y = y.reshape(len(y), -1)
-            return -float(np.average((P - Y) ** 2, axis=0, weights=w).mean())
-        if classifier:
-            return float(self._scorer(_LOOClassifier(base.classes_), P, y, sample_weight=w))
-        P = P[:, 0] if y.ndim == 1 else P
-        return float(self._scorer(_LOORegressor(), P, y, sample_weight=w))

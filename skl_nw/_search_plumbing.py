@@ -19,6 +19,7 @@ from sklearn.utils.validation import has_fit_parameter, validate_data
 
 from . import _categorical
 from ._base import check_weights
+from ._search_results import rename_results
 from ._search_support import _DefaultScorer, _nw_step, _Routed
 
 
@@ -33,9 +34,11 @@ class _Plumbing:
                 f"criterion={self.criterion!r} applies to regressors only; a classifier "
                 "takes criterion='loo' (scored by scoring)."
             )
-        if self.method != "grid" or not (isinstance(self.cv, str) and self.cv == "loo"):
+        if self.method not in ("grid", "auto") or not (
+            isinstance(self.cv, str) and self.cv == "loo"
+        ):
             raise ValueError(
-                f"criterion={self.criterion!r} needs method='grid' and cv='loo' (an "
+                f"criterion={self.criterion!r} needs method='grid' (or 'auto') and cv='loo' (an "
                 f"in-sample criterion); got method={self.method!r}, cv={self.cv!r}."
             )
         if self.scoring is not None:
@@ -100,25 +103,20 @@ class _Plumbing:
         Xt = X if len(pipe) == 1 else clone(pipe[:-1]).fit_transform(X, y, **routed.pre)
         Xt, yt = inner._validate(Xt, y)
         if not closed_form:  # preceding steps refitted on every split
-            candidates = inner._candidates(Xt, check_weights(routed.nw, Xt))
-            self._fit_grid_cv(X, y, candidates, routed.search)
+            inner._scorer = inner._get_scorer()
+            candidates = inner._cv_candidates(Xt, yt, check_weights(routed.nw, Xt))
+            self._fit_grid_cv(X, y, candidates, routed.search, inner._continuous_mask(Xt))
             return
         # What make_pipeline(..., BandwidthSearchCV(step)) does: the preceding
         # steps fitted once, the search on their output.
         inner._scorer = inner._get_scorer()
         bandwidth = inner._search(Xt, yt, routed.nw, routed.score)
-        for attr in ("best_score_", "n_iter_", "loss_curve_", "best_index_"):
+        for attr in ("best_score_", "n_iter_", "loss_curve_", "best_index_", "method_"):
             if hasattr(inner, attr):
                 setattr(self, attr, getattr(inner, attr))
         if hasattr(inner, "best_params_"):
             self.best_params_ = {key: inner.best_params_["bandwidth"]}
-            results = inner.cv_results_
-            self.cv_results_ = {
-                "params": [{key: p["bandwidth"]} for p in results["params"]],
-                f"param_{key}": results["param_bandwidth"],
-                "mean_test_score": results["mean_test_score"],
-                "rank_test_score": results["rank_test_score"],
-            }
+            self.cv_results_ = rename_results(inner.cv_results_, key)
         self.best_estimator_ = clone(pipe).set_params(**{key: bandwidth})
         self.best_estimator_.fit(X, y, **routed.fit)
 

@@ -8,22 +8,13 @@ the leave-one-out backend.
 from __future__ import annotations
 
 import time
-from copy import deepcopy
 from typing import NamedTuple
 
 import numpy as np
-from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, clone, is_classifier
 from sklearn.metrics import get_scorer
 from sklearn.pipeline import Pipeline
-from sklearn.utils import get_tags
-from sklearn.utils.metadata_routing import (
-    _routing_enabled,
-    get_routing_for_object,
-    process_routing,
-)
-from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.metadata_routing import get_routing_for_object
 
 from ._base import _NWBase
 from ._kernels import get_kernel
@@ -34,17 +25,19 @@ PROBA_FLOOR = np.finfo(np.float64).eps
 PROGRESS_INTERVAL = 5.0
 
 _ESTIMATOR_ERROR = (
-    "estimator must be a NadarayaWatsonRegressor, a ParzenClassifier, or a Pipeline whose "
-    "last step is one; got {}. To tune a bandwidth after preprocessing, pass "
-    "make_pipeline(StandardScaler(), NadarayaWatsonRegressor()) or put BandwidthSearchCV "
-    "last in the pipeline."
+    "estimator must be a NadarayaWatsonRegressor, a ParzenClassifier, a "
+    "LocalPolynomialRegressor, or a Pipeline whose last step is one of them; got {}. To "
+    "tune a bandwidth after preprocessing, pass make_pipeline(StandardScaler(), "
+    "NadarayaWatsonRegressor()) or put BandwidthSearchCV last in the pipeline."
 )
 
 
 def _nw_step(estimator):
-    """Return the Nadaraya–Watson estimator searched: ``estimator`` or its pipeline's last step.
+    """Return the kernel estimator searched: ``estimator`` or its pipeline's last step.
 
-    None when there is none (any other estimator, or a pipeline not ending in one).
+    A Nadaraya–Watson regressor, a Parzen classifier or a local polynomial
+    regressor; None when there is none (any other estimator, or a pipeline
+    not ending in one).
     """
     if isinstance(estimator, Pipeline) and estimator.steps:
         estimator = estimator.steps[-1][1]
@@ -91,6 +84,14 @@ class _Progress:
             f"about {left:.1f} s left{' at most' if bound else ''}"
         )
 
+    def note(self, message: str) -> None:
+        """Print ``message``, at most once per ``PROGRESS_INTERVAL`` with the other lines."""
+        now = time.monotonic()
+        if self.verbose < 1 or now - self.last < PROGRESS_INTERVAL:
+            return
+        self.last = now
+        _say(f"{message}, {now - self.start:.1f} s elapsed")
+
     def elapsed(self) -> float:
         return time.monotonic() - self.start
 
@@ -128,17 +129,6 @@ class _Routed(NamedTuple):
     nw: np.ndarray | None  # the Nadaraya–Watson estimator's fit weights
     score: np.ndarray | None  # the scorer's weights
     pre: dict  # to the pipeline's preceding steps (fit_transform)
-
-
-def _estimator_has(attr: str):
-    """Whether the fitted best estimator, or else the wrapped one, has ``attr``."""
-
-    def check(self):
-        if hasattr(self, "best_estimator_"):
-            return hasattr(self.best_estimator_, attr)
-        return hasattr(self.estimator, attr)
-
-    return check
 
 
 class _LOORegressor(BaseEstimator):
@@ -313,122 +303,3 @@ def loo_base(estimator, X, y, w, bandwidth, factors, n_jobs):
         if best is None or cost < best[0]:
             best = (cost, fitted)
     return best[1]
-
-
-class _Delegation:
-    """BandwidthSearchCV's methods that delegate to ``best_estimator_`` (GridSearchCV's way).
-
-    ``available_if`` keeps ``hasattr(search, "predict_proba")`` right before
-    and after fit; the tags are the wrapped estimator's.
-    """
-
-    @available_if(_estimator_has("predict"))
-    def predict(self, X: ArrayLike) -> np.ndarray:
-        """Predict with the best estimator.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_queries, n_features)
-            Queries.
-
-        Returns
-        -------
-        ndarray
-            ``best_estimator_.predict(X)``.
-        """
-        check_is_fitted(self)
-        return self.best_estimator_.predict(X)
-
-    @available_if(_estimator_has("predict_proba"))
-    def predict_proba(self, X: ArrayLike) -> np.ndarray:
-        """Class probabilities from the best estimator.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_queries, n_features)
-            Queries.
-
-        Returns
-        -------
-        ndarray of shape (n_queries, n_classes)
-            ``best_estimator_.predict_proba(X)``.
-        """
-        check_is_fitted(self)
-        return self.best_estimator_.predict_proba(X)
-
-    @available_if(_estimator_has("predict_log_proba"))
-    def predict_log_proba(self, X: ArrayLike) -> np.ndarray:
-        """Log class probabilities from the best estimator.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_queries, n_features)
-            Queries.
-
-        Returns
-        -------
-        ndarray of shape (n_queries, n_classes)
-            ``best_estimator_.predict_log_proba(X)``.
-        """
-        check_is_fitted(self)
-        return self.best_estimator_.predict_log_proba(X)
-
-    @available_if(_estimator_has("attention_weights"))
-    def attention_weights(self, X: ArrayLike, *, sparse: bool = False):
-        """Attention weights of the best estimator.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_queries, n_features)
-            Queries.
-        sparse : bool, default=False
-            A CSR matrix of the non-zero weights instead of a dense array.
-
-        Returns
-        -------
-        ndarray or csr_matrix of shape (n_queries, n_samples_fit)
-            ``best_estimator_.attention_weights(X, sparse=sparse)``.
-        """
-        check_is_fitted(self)
-        return self.best_estimator_.attention_weights(X, sparse=sparse)
-
-    @available_if(_estimator_has("score"))
-    def score(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> float:
-        """Score of the best estimator (R² for regressors, accuracy for classifiers).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_queries, n_features)
-            Queries.
-        y : array-like of shape (n_queries,) or (n_queries, n_targets)
-            True targets or labels.
-        sample_weight : array-like of shape (n_queries,), default=None
-            Sample weights.
-
-        Returns
-        -------
-        float
-            ``best_estimator_.score(X, y, sample_weight)``.
-        """
-        check_is_fitted(self)
-        if not _routing_enabled():
-            return self.best_estimator_.score(X, y, sample_weight=sample_weight)
-        given = {} if sample_weight is None else {"sample_weight": sample_weight}
-        routed = process_routing(self, "score", **given)
-        return self.best_estimator_.score(X, y, **routed.estimator.score)
-
-    @property
-    def classes_(self) -> np.ndarray:
-        """Class labels of the best estimator (classifiers only)."""
-        check_is_fitted(self)
-        return self.best_estimator_.classes_
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        sub = get_tags(self.estimator)
-        tags.estimator_type = sub.estimator_type
-        tags.classifier_tags = deepcopy(sub.classifier_tags)
-        tags.regressor_tags = deepcopy(sub.regressor_tags)
-        tags.target_tags = deepcopy(sub.target_tags)
-        tags.input_tags = deepcopy(sub.input_tags)
-        return tags

@@ -113,7 +113,7 @@ def test_gradient_matches_finite_differences(classifier):
 
 def test_grid_selects_the_best_candidate_by_refits():
     X, y = _data(60)
-    search = BandwidthSearchCV(NadarayaWatsonRegressor(**MIXED)).fit(X, y)
+    search = BandwidthSearchCV(NadarayaWatsonRegressor(**MIXED), method="grid").fit(X, y)
     scores = search.cv_results_["mean_test_score"]
     assert len(scores) == 40 * 7 * 7 and np.isfinite(scores).all()
     best = search.bandwidth_
@@ -128,7 +128,7 @@ def test_grid_selects_the_best_candidate_by_refits():
 
 def test_sgd_reaches_the_grid_loss():
     X, y = _data(120, seed=3)
-    grid = BandwidthSearchCV(NadarayaWatsonRegressor(**MIXED)).fit(X, y)
+    grid = BandwidthSearchCV(NadarayaWatsonRegressor(**MIXED), method="grid").fit(X, y)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         sgd = BandwidthSearchCV(NadarayaWatsonRegressor(**MIXED), method="sgd",
@@ -170,7 +170,7 @@ def test_out_of_range_candidate_lambda_is_rejected():
 
 def test_lbfgs_learns_h_and_lambda():
     X, y = _data(120, seed=3)
-    grid = BandwidthSearchCV(NadarayaWatsonRegressor(**MIXED)).fit(X, y)
+    grid = BandwidthSearchCV(NadarayaWatsonRegressor(**MIXED), method="grid").fit(X, y)
     lbfgs = BandwidthSearchCV(NadarayaWatsonRegressor(**MIXED), method="lbfgs").fit(X, y)
     lam = lbfgs.bandwidth_[1:]
     assert 0 <= lam[0] <= 2 / 3 and 0 <= lam[1] < 1

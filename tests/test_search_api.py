@@ -15,14 +15,19 @@ from sklearn.base import is_classifier, is_regressor
 from sklearn.exceptions import UnsetMetadataPassedError
 from sklearn.linear_model import Ridge
 from sklearn.metrics import get_scorer, make_scorer, mean_absolute_error
-from sklearn.model_selection import GridSearchCV, KFold, cross_validate
+from sklearn.model_selection import GridSearchCV, KFold, LeaveOneOut, cross_validate
 from sklearn.neighbors import KNeighborsRegressor
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.metadata_routing import get_routing_for_object
 
 import skl_nw._search_support
-from skl_nw import BandwidthSearchCV, NadarayaWatsonRegressor, ParzenClassifier
+from skl_nw import (
+    BandwidthSearchCV,
+    LocalPolynomialRegressor,
+    NadarayaWatsonRegressor,
+    ParzenClassifier,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -267,6 +272,8 @@ def test_other_estimators_raise_naming_the_patterns(rng, est):
     message = str(info.value)
     assert f"got {type(est).__name__}." in message
     assert "a Pipeline whose last step is one" in message
+    for name in ("NadarayaWatsonRegressor", "ParzenClassifier", "LocalPolynomialRegressor"):
+        assert name in message
     assert "make_pipeline(StandardScaler(), NadarayaWatsonRegressor())" in message
     assert "put BandwidthSearchCV last in the pipeline" in message
 
@@ -394,3 +401,95 @@ def test_attention_weights_pass_sparse_through(rng):
     A = search.attention_weights(X[:5], sparse=True)
     assert isinstance(dense, np.ndarray) and A.format == "csr"
     assert_allclose(A.toarray(), dense, rtol=0, atol=0)
+
+
+# ---------------------------------------------------------------------------
+# Delegation of the inference methods
+# ---------------------------------------------------------------------------
+
+INFERENCE = ["predict_gradient", "predict_interval", "predict_proba", "score_samples"]
+
+
+@pytest.mark.parametrize(
+    "est", [NadarayaWatsonRegressor(), LocalPolynomialRegressor(), ParzenClassifier()], ids=repr
+)
+def test_inference_methods_exist_exactly_where_the_estimator_has_them(rng, est):
+    X, y, _ = _data(rng, classes=is_classifier(est))
+    search = BandwidthSearchCV(est, bandwidths=CANDIDATES)
+    expected = [hasattr(est, name) for name in INFERENCE]
+    assert [hasattr(search, name) for name in INFERENCE] == expected
+    search.fit(X, y)
+    assert [hasattr(search, name) for name in INFERENCE] == expected
+
+
+@pytest.mark.parametrize("cls", [NadarayaWatsonRegressor, LocalPolynomialRegressor])
+def test_inference_methods_forward_their_arguments(rng, cls):
+    X, y, _ = _data(rng)
+    search = BandwidthSearchCV(cls(), bandwidths=CANDIDATES).fit(X, y)
+    ref = cls(search.bandwidth_).fit(X, y)  # the selected bandwidth, fitted independently
+    Q = X[:7]
+    mean, std = search.predict(Q, return_std=True)
+    ref_mean, ref_std = ref.predict(Q, return_std=True)
+    assert_allclose(mean, ref_mean, rtol=1e-12)
+    assert_allclose(std, ref_std, rtol=1e-12)
+    assert_allclose(search.predict_gradient(Q), ref.predict_gradient(Q), rtol=1e-12)
+    assert_allclose(search.predict_interval(Q, alpha=0.2), ref.predict_interval(Q, alpha=0.2))
+    boot = {"method": "bootstrap", "n_boot": 19, "random_state": 0}
+    assert_allclose(search.predict_interval(Q, **boot), ref.predict_interval(Q, **boot))
+
+
+def test_docstring_names_every_estimator_searched():
+    doc = BandwidthSearchCV.__doc__
+    first = doc.strip().splitlines()[0]
+    assert "Nadaraya" not in first  # it is not about one of them
+    estimator = re.search(r"^    estimator : (.*)$", doc, re.MULTILINE).group(1)
+    for name in ("NadarayaWatsonRegressor", "ParzenClassifier", "LocalPolynomialRegressor"):
+        assert name in estimator
+
+
+# ---------------------------------------------------------------------------
+# cv_results_
+# ---------------------------------------------------------------------------
+
+
+def _log_likelihood(est, X, y):
+    """Mean log-probability of the true labels (neg_log_loss refuses one-row splits)."""
+    P = est.predict_proba(X)[np.arange(len(y)), np.searchsorted(est.classes_, y)]
+    return float(np.mean(np.log(np.clip(P, np.finfo(float).eps, 1.0))))
+
+
+def _without_splits(keys):
+    return {key for key in keys if not re.fullmatch(r"split\d+_test_score", key)}
+
+
+@pytest.mark.parametrize("classes", [False, True])
+def test_loo_cv_results_have_gridsearchcv_keys_and_values(rng, classes):
+    X, y, _ = _data(rng, n=30, classes=classes)
+    est = ParzenClassifier() if classes else NadarayaWatsonRegressor()
+    ours = BandwidthSearchCV(est, bandwidths=CANDIDATES).fit(X, y)
+    scoring = _log_likelihood if classes else "neg_mean_squared_error"
+    ref = GridSearchCV(est, {"bandwidth": CANDIDATES}, cv=LeaveOneOut(), scoring=scoring)
+    ref.fit(X, y)
+    # One split per training row: their columns are left out, everything else is there.
+    assert set(ours.cv_results_) == _without_splits(ref.cv_results_)
+    for key in ("mean_test_score", "std_test_score"):
+        assert_allclose(ours.cv_results_[key], ref.cv_results_[key], rtol=1e-7, atol=1e-12)
+    assert_array_equal(ours.cv_results_["rank_test_score"], ref.cv_results_["rank_test_score"])
+    assert ours.cv_results_["rank_test_score"].dtype == ref.cv_results_["rank_test_score"].dtype
+    param = ours.cv_results_["param_bandwidth"]
+    assert isinstance(param, np.ma.MaskedArray) and not param.mask.any()
+    assert [h[0] for h in param] == list(ref.cv_results_["param_bandwidth"])
+    assert [p["bandwidth"][0] for p in ours.cv_results_["params"]] == CANDIDATES
+    for key in ("mean_fit_time", "std_fit_time", "mean_score_time", "std_score_time"):
+        times = ours.cv_results_[key]
+        assert times.shape == (len(CANDIDATES),) and np.all(times >= 0)
+    assert ours.cv_results_["mean_fit_time"].sum() > 0
+
+
+def test_pipeline_cv_results_name_the_step(rng):
+    X, y, _ = _data(rng, n=30)
+    pipe = make_pipeline(StandardScaler(), NadarayaWatsonRegressor())
+    ours = BandwidthSearchCV(pipe, bandwidths=CANDIDATES).fit(X, y)
+    ref = GridSearchCV(pipe, {"nadarayawatsonregressor__bandwidth": CANDIDATES}, cv=3).fit(X, y)
+    assert set(ours.cv_results_) == _without_splits(ref.cv_results_)
+    assert list(ours.cv_results_["params"][0]) == ["nadarayawatsonregressor__bandwidth"]

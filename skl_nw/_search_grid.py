@@ -1,0 +1,191 @@
+"""The grid routes of BandwidthSearchCV: closed-form leave-one-out grid and GridSearchCV.
+
+The default continuous grid grows where its best candidate is an end
+(:data:`EXTEND_STEPS` more multiples at a time, at most :data:`EXTEND_BLOCKS`
+times); any grid whose best candidate is still an end warns
+(:func:`skl_nw._search_results.warn_at_edge`).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import Pipeline
+
+from . import _search_mixed
+from ._inference import criterion_scores
+from ._search_candidates import DEFAULT_FACTORS
+from ._search_results import edge_of, grid_results, warn_at_edge
+from ._search_support import _backend, loo_base
+
+__all__ = ["_Grid"]
+
+# Where the default grid's best is an end, it grows by this many multiples (the same
+# 2^(1/4) step, a factor 4) at most EXTEND_BLOCKS times: up to 2^-11.5 and 2^10.25.
+EXTEND_STEPS = 8
+EXTEND_BLOCKS = 3
+# With verbose, a grid of multiples of one bandwidth (one engine call) runs in this many
+# blocks of rows, so that progress lines can come between them.
+_ROW_BLOCKS = 50
+
+
+class _Grid:
+    """The grid routes of :class:`BandwidthSearchCV` (a mixin: it uses the search's methods)."""
+
+    def _loo_predictions(self, Xu, yu, wu, base_bandwidth, factors, announce=None, rows=False):
+        """Leave-one-out predictions for ``factor * base_bandwidth``, rows in training order.
+
+        ``announce`` (the number of samples) prints the start line once the
+        backend is chosen; ``rows=True`` computes the rows in blocks and
+        reports the progress between them (verbose only: one engine call is
+        otherwise one step).
+        """
+        base = loo_base(self.estimator, Xu, yu, wu, base_bandwidth, factors, self.n_jobs)
+        if announce is not None:
+            self._announce(announce, Xu, wu, _backend(base))
+        loo = base._leave_one_out()
+        if not (rows and self.verbose):
+            return base, loo.predictions(factors, n_jobs=self.n_jobs)
+        blocks = np.array_split(np.arange(len(Xu)), min(len(Xu), _ROW_BLOCKS))
+        parts = []
+        for block in blocks:
+            parts.append(loo.predictions(factors, n_jobs=self.n_jobs, rows=block))
+            self._progress.update(block[-1] + 1, len(Xu), "training rows")
+        return base, np.concatenate(parts, axis=1)
+
+    def _score_multiples(self, Xu, yu, wu, bandwidth, factors, announce=None, rows=False):
+        """Scores and per-row standard deviations of ``factor * bandwidth``, per factor."""
+        start = time.perf_counter()
+        # Fitted at the smallest candidate, the others its multiples >= 1 (the binned
+        # path coarsens its grid for those, never refines it).
+        low = float(np.min(factors))
+        bandwidth, factors = bandwidth * low, np.asarray(factors) / low
+        if self.criterion != "loo":  # in-sample fits and hat diagonal of the protocol
+            base = loo_base(self.estimator, Xu, yu, wu, bandwidth, factors, self.n_jobs)
+            if announce is not None:
+                self._announce(announce, Xu, wu, _backend(base))
+            fits, hat = base._leave_one_out().fits(factors, n_jobs=self.n_jobs)
+            self._grid_time[0] += time.perf_counter() - start
+            Y = yu.reshape(len(yu), -1)
+            scores = criterion_scores(fits, hat, Y, wu, self.criterion)
+            return np.asarray(scores, dtype=float), np.full(len(factors), np.nan)
+        base, P = self._loo_predictions(Xu, yu, wu, bandwidth, factors, announce, rows)
+        middle = time.perf_counter()
+        self._grid_time[0] += middle - start
+        scores = np.array([self._score(base, P_t, yu, wu) for P_t in P])
+        stds = np.array([self._row_std(base, P_t, yu, wu) for P_t in P])
+        self._grid_time[1] += time.perf_counter() - middle
+        return scores, stds
+
+    def _fit_grid_loo(self, Xu, yu, wu, n_samples: int) -> np.ndarray:
+        cats, _ = self._categories_of(Xu)
+        self._grid_time = [0.0, 0.0]  # seconds of predictions (fits) and of scoring
+        if cats is not None and self.bandwidths is None and self.criterion == "loo":
+            return self._fit_grid_mixed(Xu, yu, wu, n_samples, cats)
+        if cats is None and self.bandwidths is None:
+            return self._fit_default_grid(Xu, yu, wu, n_samples)
+        candidates = self._candidates(Xu, wu)
+        first = candidates[0]
+        # Multiples of one vector share each chunk's distances; a lambda is no multiple.
+        factors = np.array([h[0] / first[0] for h in candidates])
+        multiples = cats is None and all(
+            np.allclose(h, f * first, rtol=1e-12, atol=0)
+            for h, f in zip(candidates, factors, strict=True)
+        )
+        if multiples:
+            groups = [(first, factors)]
+        else:  # not multiples of one vector: distances per candidate
+            groups = [(h, np.ones(1)) for h in candidates]
+        scores, stds = [], []
+        for i, (bandwidth, group_factors) in enumerate(groups):
+            announce = n_samples if i == 0 else None
+            s, sd = self._score_multiples(Xu, yu, wu, bandwidth, group_factors, announce,
+                                          rows=len(groups) == 1)  # fmt: skip
+            self._report_scores(candidates, len(scores), s)
+            scores.extend(s)
+            stds.extend(sd)
+        return self._record_grid(candidates, np.array(scores), np.array(stds), cats)
+
+    def _fit_default_grid(self, Xu, yu, wu, n_samples: int) -> np.ndarray:
+        """Score the default multiples of the rule of thumb; extend them past a best end."""
+        base = self._base_bandwidth(Xu, wu)
+        factors = DEFAULT_FACTORS
+        scores, stds = self._score_multiples(Xu, yu, wu, base, factors, n_samples, rows=True)
+        self._report_scores([f * base for f in factors], 0, scores)
+        step = 2.0 ** (np.arange(1, EXTEND_STEPS + 1) / 4)
+        for _ in range(EXTEND_BLOCKS):
+            best = int(np.argmax(scores))
+            if 0 < best < len(factors) - 1:
+                break
+            upward = best == len(factors) - 1
+            new = factors[-1] * step if upward else factors[0] / step[::-1]
+            if self.verbose:
+                end = "largest" if upward else "smallest"
+                self._say_extension(end, new, base)
+            s, sd = self._score_multiples(Xu, yu, wu, base, new)
+            join = (lambda a, b: np.concatenate([a, b])) if upward else (
+                lambda a, b: np.concatenate([b, a]))  # fmt: skip
+            factors, scores, stds = join(factors, new), join(scores, s), join(stds, sd)
+        return self._record_grid([f * base for f in factors], scores, stds, None)
+
+    def _fit_grid_mixed(self, Xu, yu, wu, n_samples: int, cats) -> np.ndarray:
+        """Score the default grid on mixed data: every lambda vector from one pass (see Notes)."""
+        start = time.perf_counter()
+        base = self._base_bandwidth(Xu, wu)
+        candidates, grid = _search_mixed.candidates(cats, base, DEFAULT_FACTORS)
+        scores, fitted = _search_mixed.grid_scores(
+            self, Xu, yu, wu, base, DEFAULT_FACTORS, grid, self._score
+        )
+        self._grid_time[0] += time.perf_counter() - start
+        self._announce(n_samples, Xu, wu, _backend(fitted))
+        self._progress.update(len(candidates), len(candidates), "candidates")
+        # The lambdas' pass scores the candidates in one go: no per-row spread kept.
+        stds = np.full(len(candidates), np.nan)
+        return self._record_grid(candidates, scores, stds, cats)
+
+    def _record_grid(self, candidates: list, scores, stds, cats) -> np.ndarray:
+        """Set the grid's results; warn if the best is an end of the grid; return it."""
+        if not np.isfinite(scores).any():
+            raise ValueError(
+                "No candidate bandwidth could be scored: with fallback='nan' every candidate "
+                "left some training point without a neighbour."
+            )
+        self.best_index_ = int(np.argmax(scores))
+        best = candidates[self.best_index_]
+        n = len(candidates)
+        self.cv_results_ = grid_results(
+            candidates, scores, stds, np.full(n, self._grid_time[0] / n),
+            np.full(n, self._grid_time[1] / n),
+        )  # fmt: skip
+        self.best_score_ = float(scores[self.best_index_])
+        self.best_params_ = {"bandwidth": best}
+        self.n_iter_ = n
+        continuous = None if cats is None else ~cats.mask
+        warn_at_edge(edge_of(candidates, self.best_index_, continuous), self.bandwidths)
+        return best
+
+    def _fit_grid_cv(self, X, y, candidates: list, params: dict, continuous) -> None:
+        """GridSearchCV over ``candidates``; ``continuous`` masks the searched step's features."""
+        step = self.estimator.steps[-1][0] if isinstance(self.estimator, Pipeline) else None
+        search = GridSearchCV(
+            self.estimator,
+            {"bandwidth" if step is None else f"{step}__bandwidth": candidates},
+            scoring=self._scorer,
+            cv=self.cv,
+            n_jobs=self.n_jobs,
+            verbose=self.verbose,
+        )
+        search.fit(X, y, **params)
+        for name in (
+            "cv_results_",
+            "best_estimator_",
+            "best_score_",
+            "best_params_",
+            "best_index_",
+        ):
+            setattr(self, name, getattr(search, name))
+        self.n_iter_ = len(candidates)
+        self.method_ = "grid"
+        warn_at_edge(edge_of(candidates, self.best_index_, continuous), self.bandwidths)
