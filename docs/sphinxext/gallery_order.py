@@ -1,4 +1,4 @@
-"""Gallery order: the examples as a story, in the order of the documentation issue."""
+"""Gallery order: the examples as a story (examples/README.txt tells it)."""
 
 ORDER = [
     "plot_attention_pooling.py",
@@ -6,6 +6,7 @@ ORDER = [
     "plot_kernels.py",
     "plot_bandwidth_selection.py",
     "plot_regression_surface.py",
+    "plot_local_polynomial.py",
     "plot_parzen_classifier.py",
     "plot_consistency.py",
     "plot_unit_sphere.py",
@@ -14,6 +15,7 @@ ORDER = [
     "plot_relevance_determination.py",
     "plot_confidence_bands.py",
     "plot_significance_test.py",
+    "plot_binned_smoothing.py",
 ]
 
 
