@@ -3,6 +3,29 @@
 The 1964 estimator that attention grew out of: the query is where we predict,
 the keys are the training inputs, the values are the training targets, and the
 attention weights are the softmax of negative scaled squared distances.
+
+The public API is the names below (``skl_nw.__all__``), imported from
+``skl_nw`` itself.  Every module whose name starts with an underscore (the
+PACKAGE CONTENTS that ``help(skl_nw)`` lists) is private and may change
+without notice.
+
+Estimators (scikit-learn compatible)
+    NadarayaWatsonRegressor: kernel-weighted mean of the targets.
+    LocalPolynomialRegressor: weighted least-squares polynomial at each query.
+    ParzenClassifier: class probabilities by Parzen windows.
+    BandwidthSearchCV: bandwidth selection by leave-one-out or cross-validation.
+
+Functions and results
+    rule_of_thumb: per-feature Scott or Silverman bandwidths.
+    significance_test: does a regression depend on some of its features?
+    SignificanceResult: what significance_test returns.
+
+Kernels
+    KERNELS: the kernel records by name and alias.
+    Kernel: one kernel as data (profile, support, normalisation).
+    get_kernel: the record of a name or alias.
+
+``python -m skl_nw demo`` runs the textbook attention-pooling experiment.
 """
 
 from ._estimators import NadarayaWatsonRegressor, rule_of_thumb

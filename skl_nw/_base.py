@@ -141,6 +141,7 @@ class _NWBase(BaseEstimator):
         """
         self._categories = _categorical.resolve(self, X)
         cats = getattr(self, "_categories", None)
+        _categorical.check_numeric(X, None if cats is None else cats.mask)
         if cats is None:
             Xv, y = validate_data(self, X, y, dtype=np.float64, **kwargs)
             self.is_categorical_ = self.is_ordered_ = np.zeros(Xv.shape[1], bool)
@@ -229,9 +230,10 @@ class _NWBase(BaseEstimator):
         """Choose the algorithm (the one place that does); hand the training set to the engine."""
         cats = getattr(self, "_categories", None)
         if cats is not None and self.algorithm == "binned":
+            named = ", ".join(cats.label(j) for j in cats.columns)
             raise ValueError(
                 "algorithm='binned' takes continuous features only; this X has categorical "
-                f"features {cats.columns.tolist()}. Use algorithm='auto', 'brute' or a tree."
+                f"feature(s) {named}. Use algorithm='auto', 'brute' or a tree."
             )
         if cats is None and _binning.wanted(self, Xs):  # "binned", or "auto" with binned_tol
             return _binning.build(self, Xs, w, values)
@@ -266,6 +268,7 @@ class _NWBase(BaseEstimator):
     def _queries(self, X: ArrayLike) -> np.ndarray:
         check_is_fitted(self)
         cats = getattr(self, "_categories", None)
+        _categorical.check_numeric(X, None if cats is None else cats.mask)
         if cats is None:
             return self._scale(validate_data(self, X, reset=False, dtype=np.float64))
         Xv = validate_data(self, X, reset=False, dtype=None, ensure_all_finite=False)

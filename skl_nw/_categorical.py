@@ -18,11 +18,89 @@ from sklearn.utils import check_array
 
 from ._kernels import DiscreteKernel, get_discrete_kernel
 
-__all__ = ["Categories", "encode", "resolve"]
+__all__ = ["Categories", "check_numeric", "encode", "feature_label", "feature_names", "resolve"]
 
 _FORMS = (
     '"from_dtype", None, a boolean mask of shape (n_features,), integer indices or feature names'
 )
+
+
+def feature_names(X) -> list[str] | None:
+    """Return the column names of a DataFrame ``X``, or None.
+
+    None also when some name is not a string: scikit-learn then sets no
+    ``feature_names_in_`` either, and messages name columns by position.
+    """
+    columns = getattr(X, "columns", None)
+    if columns is None or not all(isinstance(c, str) for c in columns):
+        return None
+    return list(columns)
+
+
+def feature_label(j: int, names: list[str] | None = None) -> str:
+    """Return how messages name feature ``j``: ``'region' (column 1)``, or ``1`` without names.
+
+    Examples
+    --------
+    >>> feature_label(1, ["size", "region"]), feature_label(1)
+    ("'region' (column 1)", '1')
+    """
+    j = int(j)
+    return f"{names[j]!r} (column {j})" if names is not None else str(j)
+
+
+def _labels_of(columns, names: list[str] | None) -> str:
+    """``feature_label`` of several features, joined: ``'a' (column 0), 'c' (column 2)``."""
+    return ", ".join(feature_label(j, names) for j in columns)
+
+
+def _string_error(column) -> str | None:
+    """Return why a column does not convert to float64 when it holds strings (labels), or None.
+
+    Other objects are left to ``validate_data``, whose TypeError scikit-learn's
+    common checks expect.
+    """
+    try:
+        np.asarray(column, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        return str(error) if any(isinstance(v, (str, bytes)) for v in column) else None
+    return None
+
+
+def _raise_for_strings(columns, causes: list[str | None], names: list[str] | None) -> None:
+    """Raise for the continuous ``columns`` whose cause is not None: which, and what to do."""
+    bad = [j for j, cause in zip(columns, causes, strict=True) if cause is not None]
+    if not bad:
+        return
+    spec = [names[j] for j in bad] if names is not None else [int(j) for j in bad]
+    raise ValueError(
+        f"X has strings in continuous feature(s) {_labels_of(bad, names)} "
+        f"({next(c for c in causes if c is not None)}). If they are labels, pass "
+        f"categorical_features={spec!r} (or ordered_features, for ordered labels) or give "
+        "them a pandas 'category' dtype; otherwise convert them to numbers."
+    )
+
+
+def check_numeric(X, mask: np.ndarray | None = None) -> None:
+    """Raise a ValueError naming the columns of ``X`` outside ``mask`` that hold strings.
+
+    What ``validate_data`` would report as "could not convert string to
+    float", with the columns named and the remedy (``categorical_features``).
+    Only DataFrame columns of object, string or categorical dtype and
+    arrays of object or string dtype are looked at: numeric input costs
+    nothing here.
+    """
+    dtypes = _pandas_dtypes(X)
+    if dtypes is not None:
+        kinds = [getattr(t, "kind", "O") for t in dtypes]
+        looked = {j: X.iloc[:, j] for j, kind in enumerate(kinds) if kind in "OSU"}
+    elif isinstance(X, np.ndarray) and X.ndim == 2 and X.dtype.kind in "OSU":
+        looked = dict(enumerate(X.T))
+    else:
+        return
+    if mask is not None:
+        looked = {j: column for j, column in looked.items() if not mask[j]}
+    _raise_for_strings(list(looked), [_string_error(c) for c in looked.values()], feature_names(X))
 
 
 def _pandas_dtypes(X) -> list | None:
@@ -88,7 +166,7 @@ def resolve(est, X) -> Categories | None:
         False: get_discrete_kernel(est.categorical_kernel, False),
         True: get_discrete_kernel(est.ordered_kernel, True),
     }
-    return Categories(categorical, ordered, kernels)
+    return Categories(categorical, ordered, kernels, names=feature_names(X))
 
 
 def encode(est, X) -> tuple[Categories | None, np.ndarray | None]:
@@ -141,12 +219,22 @@ class Categories:
         Per categorical feature.
     codes : ndarray of int of shape (n_samples, n_categorical)
         The training rows' codes (set by :meth:`fit`).
+    names : list of str or None
+        The feature names (a DataFrame's columns), with which messages name
+        features (:func:`feature_label`).
     """
 
-    def __init__(self, mask: np.ndarray, ordered: np.ndarray, kernels: dict):
+    def __init__(
+        self, mask: np.ndarray, ordered: np.ndarray, kernels: dict, names: list[str] | None = None
+    ):
         self.mask, self.ordered = mask, ordered
         self.kernels: list[DiscreteKernel] = [kernels[bool(o)] for o in ordered[mask]]
         self.columns = np.flatnonzero(mask)
+        self.names = names
+
+    def label(self, j: int) -> str:
+        """Name feature ``j`` in a message (see :func:`feature_label`)."""
+        return feature_label(j, self.names)
 
     @property
     def sizes(self) -> np.ndarray:
@@ -169,8 +257,8 @@ class Categories:
                     self.categories.append(np.unique(column))
                 except TypeError as error:
                     raise ValueError(
-                        f"The categories of feature {j} cannot be sorted ({error}); give the "
-                        "column one type, or a pandas categorical dtype."
+                        f"The categories of feature {self.label(j)} cannot be sorted ({error}); "
+                        "give the column one type, or a pandas categorical dtype."
                     ) from None
                 self.declared.append(False)
         X = self.encode(X_in, Xv)
@@ -181,8 +269,8 @@ class Categories:
         column = Xv[:, j]
         if _missing(column).any():
             raise ValueError(
-                f"Categorical feature {j} holds missing values (NaN or None); encode "
-                "them as a category of their own, or drop those rows."
+                f"Categorical feature {self.label(j)} holds missing values (NaN or None); "
+                "encode them as a category of their own, or drop those rows."
             )
         return column
 
@@ -197,7 +285,7 @@ class Categories:
         X = np.empty(Xv.shape)
         continuous = np.flatnonzero(~self.mask)
         if continuous.size:
-            X[:, continuous] = _floats(Xv[:, continuous])
+            X[:, continuous] = _floats(Xv[:, continuous], continuous, self.names)
         for t, j in enumerate(self.columns):
             X[:, j] = self._codes(self._column(X_in, Xv, j), t, j)
         return X
@@ -217,8 +305,9 @@ class Categories:
         if self.ordered[j] and self.declared[t] and (codes < 0).any():
             unseen = column[np.flatnonzero(codes < 0)[0]]
             raise ValueError(
-                f"Ordered feature {j} has the value {unseen!r}, not among the categories of its "
-                "declared order at fit, so its position in the order is unknown."
+                f"Ordered feature {self.label(j)} has the value {unseen!r}, not among the "
+                "categories of its declared order at fit, so its position in the order is "
+                "unknown."
             )
         return codes
 
@@ -262,20 +351,23 @@ class Categories:
             if not inside:
                 interval = f"[0, {top:.6g}{']' if kernel.max_closed else ')'}"
                 raise ValueError(
-                    f"bandwidth of categorical feature {self.columns[t]} is the lambda of the "
-                    f"{kernel.name} kernel, which must lie in {interval} "
+                    f"bandwidth of categorical feature {self.label(self.columns[t])} is the "
+                    f"lambda of the {kernel.name} kernel, which must lie in {interval} "
                     f"({self.sizes[t]} categories); got {lam!r}."
                 )
 
 
-def _floats(block: np.ndarray) -> np.ndarray:
+def _floats(block: np.ndarray, columns: np.ndarray, names: list[str] | None) -> np.ndarray:
+    """Return the continuous features ``block`` (X's ``columns``) as floats, or raise."""
     try:
         X = np.asarray(block, dtype=np.float64)
-    except (TypeError, ValueError) as error:
+    except (TypeError, ValueError):
+        _raise_for_strings(columns, [_string_error(column) for column in block.T], names)
+        raise  # objects other than strings: numpy's error
+    finite = np.isfinite(X).all(axis=0)
+    if not finite.all():
         raise ValueError(
-            f"A continuous feature holds non-numeric values ({error}); declare such columns "
-            "in categorical_features (or give them a pandas categorical dtype)."
-        ) from None
-    if not np.isfinite(X).all():
-        raise ValueError("Input X contains NaN or infinity in a continuous feature.")
+            "Input X contains NaN or infinity in continuous feature(s) "
+            f"{_labels_of(columns[~finite], names)}."
+        )
     return X

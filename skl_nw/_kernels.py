@@ -50,7 +50,7 @@ def _sqrt(s: np.ndarray) -> np.ndarray:
     return np.sqrt(np.maximum(s, 0.0))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Kernel:
     """A radially symmetric kernel ``K(u)``, described as data.
 
@@ -105,6 +105,15 @@ class Kernel:
     log_slope: float | None = None
     exact_near_zero: bool = False
     aliases: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        # The data fields only: the functions' reprs are lambdas and addresses.
+        slope = "" if self.log_slope is None else f", log_slope={self.log_slope!r}"
+        aliases = f", aliases={self.aliases!r}" if self.aliases else ""
+        return (
+            f"Kernel({self.name!r}, support={self.support!r}{slope}, "
+            f"exact_near_zero={self.exact_near_zero!r}{aliases})"
+        )
 
     @property
     def compact(self) -> bool:
@@ -224,10 +233,23 @@ _KERNEL_LIST = (
     ),
 )
 
+
+class _Registry(dict):
+    """A dict of kernel records whose repr lists their names (and aliases)."""
+
+    def __repr__(self) -> str:
+        names = [
+            name + "".join(f" (alias {alias})" for alias in kernel.aliases)
+            for name, kernel in self.items()
+            if name == kernel.name
+        ]
+        return f"<KERNELS: {', '.join(names)}>"
+
+
 #: Every accepted name (canonical names and aliases) mapped to its record.
-KERNELS: dict[str, Kernel] = {
-    name: kernel for kernel in _KERNEL_LIST for name in (kernel.name, *kernel.aliases)
-}
+KERNELS: dict[str, Kernel] = _Registry(
+    {name: kernel for kernel in _KERNEL_LIST for name in (kernel.name, *kernel.aliases)}
+)
 
 
 def kernel_names() -> list[str]:
@@ -261,7 +283,7 @@ def get_kernel(kernel: str | Kernel) -> Kernel:
 LOG_ZERO = -1e8
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class DiscreteKernel:
     """A kernel ``L(a, b; lambda)`` for one categorical feature, described as data.
 
@@ -296,6 +318,12 @@ class DiscreteKernel:
 
     def __reduce__(self):
         return get_discrete_kernel, (self.name, self.ordered)
+
+    def __repr__(self) -> str:
+        return (
+            f"DiscreteKernel({self.name!r}, ordered={self.ordered!r}, "
+            f"max_closed={self.max_closed!r})"
+        )
 
 
 def _floored(x) -> np.ndarray:

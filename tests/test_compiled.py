@@ -388,8 +388,9 @@ def test_broken_numba_warns_and_falls_back(rng, monkeypatch):
 
 
 def test_failed_compilation_warns_and_falls_back(rng, monkeypatch):
-    # The kernels compile lazily: the engine compiles them when it loads them
-    # (warm_up), so a compilation error warns there instead of failing a predict.
+    # The engine compiles the smallest kernel (the exponential every kernel inlines)
+    # when it loads them (warm_up), so a compilation error warns there instead of
+    # failing a predict.
     module = pytest.importorskip("skl_nw._engine._compiled")
 
     def fail():
@@ -401,16 +402,14 @@ def test_failed_compilation_warns_and_falls_back(rng, monkeypatch):
 
 
 _EVERY_PATH = """
-import numpy as np, pandas as pd, warnings
+import numba, numpy as np, pandas as pd, warnings
 from skl_nw import (BandwidthSearchCV, LocalPolynomialRegressor, NadarayaWatsonRegressor,
                     ParzenClassifier)
 from skl_nw._engine import _compiled, _dense
 
 warnings.simplefilter("ignore")
 _dense.compiled()  # loads the module and runs warm_up
-kernels = [getattr(_compiled, n) for n in _compiled.__all__]
-kernels = [k for k in kernels if hasattr(k, "signatures")]
-warm = [list(k.signatures) for k in kernels]
+examples = _compiled.examples()
 rng = np.random.default_rng(0)
 X, Q = rng.uniform(size=(400, 2)), rng.uniform(size=(50, 2))
 y = np.sin(4 * X[:, 0])
@@ -430,21 +429,35 @@ for est in (NadarayaWatsonRegressor(), LocalPolynomialRegressor()):
     est.set_params(categorical_features="from_dtype").fit(frame, y).predict(frame[:50])
     BandwidthSearchCV(est).fit(frame, y)
 NadarayaWatsonRegressor(0.05, algorithm="binned").fit(X[:, :1], y).predict(Q[:, :1])
-for kernel, before in zip(kernels, warm):
-    new = [s for s in kernel.signatures if s not in before]
+for kernel, args in examples.items():
+    signature = tuple(numba.typeof(a) for a in args)
+    new = [s for s in kernel.signatures if s != signature]
     if new:
         print(kernel.__name__, new)
 """
 
 
-def test_warm_up_compiles_what_every_path_uses(compiled):
-    # The engine compiles (or loads) every kernel once when it loads them, so that no
-    # predict compiles in its worker threads: the estimators' paths (values, standard
-    # errors, gradients, intervals, every search method, mixed data, binned) must call
-    # the kernels with the argument types of warm_up only.  In a fresh interpreter.
+def test_every_path_calls_the_kernels_with_their_example_types(compiled):
+    # Each kernel compiles (or loads from the cache) on its first call, for one
+    # signature, that of its tiny example arguments (warm_up(every=True) compiles those):
+    # the estimators' paths (values, standard errors, gradients, intervals, every search
+    # method, mixed data, binned) must pass those types only, or a predict would compile
+    # a second version.  In a fresh interpreter.
     result = subprocess.run(
         [sys.executable, "-c", _EVERY_PATH], capture_output=True, text=True, timeout=600,
         env={**os.environ, "SKL_NW_DISABLE_NUMBA": ""},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout == "", result.stdout
+
+
+def test_warm_up_every_compiles_each_kernel_for_its_example(compiled):
+    import numba
+
+    compiled.warm_up(every=True)
+    examples = compiled.examples()
+    assert set(examples) == {
+        getattr(compiled, name) for name in compiled.__all__ if name not in ("examples", "warm_up")
+    }
+    for kernel, args in examples.items():
+        assert tuple(numba.typeof(a) for a in args) in kernel.signatures, kernel.__name__

@@ -284,3 +284,52 @@ def test_records_are_frozen():
     kernel = KERNELS["gaussian"]
     with pytest.raises(AttributeError):
         kernel.support = 2.0
+
+
+def test_reprs_show_data_not_functions():
+    from skl_nw._kernels import DISCRETE_KERNELS
+
+    text = repr(KERNELS)
+    assert "lambda" not in text and "<function" not in text
+    for name in KERNELS:  # every name and alias, in registry order
+        assert name in text
+    assert text.index("gaussian") < text.index("tophat") < text.index("boxcar")
+    for kernel in KERNELS.values():
+        one = repr(kernel)
+        assert "lambda" not in one and "<function" not in one
+        assert one.startswith(f"Kernel({kernel.name!r}, support={kernel.support!r}")
+    assert repr(KERNELS["gaussian"]) == (
+        "Kernel('gaussian', support=inf, log_slope=-0.5, exact_near_zero=False)"
+    )
+    assert repr(DISCRETE_KERNELS["wang_van_ryzin", True]) == (
+        "DiscreteKernel('wang_van_ryzin', ordered=True, max_closed=False)"
+    )
+    # The registry is still the plain mapping the estimators validate against.
+    assert isinstance(KERNELS, dict) and pickle.loads(pickle.dumps(KERNELS)) == KERNELS
+
+
+def _section(text, title):
+    """The lines of one section of a plain-text pydoc page, up to the next title."""
+    lines = text.splitlines()
+    start = lines.index(title) + 1
+    stop = next((i for i in range(start, len(lines)) if lines[i][:1].isalpha()), len(lines))
+    return "\n".join(lines[start:stop])
+
+
+def test_help_shows_the_public_api_and_no_function_reprs():
+    import pydoc
+
+    import skl_nw
+
+    text = pydoc.render_doc(skl_nw, renderer=pydoc.plaintext)
+    assert "<function" not in text and "<lambda>" not in text
+    public = [name for name in skl_nw.__all__ if name != "__version__"]
+    description = _section(text, "DESCRIPTION")
+    documented = _section(text, "CLASSES") + _section(text, "FUNCTIONS") + _section(text, "DATA")
+    for name in public:
+        assert f"{name}:" in description  # listed, with a line saying what it is
+        assert f"    {name}" in documented  # and documented by pydoc (it follows __all__)
+    # The private modules pydoc lists (PACKAGE CONTENTS reads the directory) are
+    # declared private; the documented sections hold no private function.
+    assert "starts with an underscore" in description and "private" in description
+    assert "    _" not in _section(text, "FUNCTIONS")

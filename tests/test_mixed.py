@@ -234,7 +234,7 @@ def test_missing_category_is_an_error_naming_the_feature(rng, missing):
         est.predict(_with_missing(Q, missing))
     frame = pd.DataFrame({"x": X[:, 0], "u": pd.Categorical(X[:, 1])})
     frame.loc[3, "u"] = np.nan
-    with pytest.raises(ValueError, match="feature 1 holds missing values"):
+    with pytest.raises(ValueError, match=r"feature 'u' \(column 1\) holds missing values"):
         NadarayaWatsonRegressor().fit(frame, y)
 
 
@@ -396,5 +396,5 @@ def test_unseen_label_of_a_declared_order_is_an_error():
     })  # fmt: skip
     est = NadarayaWatsonRegressor(bandwidth=[1.0, 0.3]).fit(X, [1.0, 2.0, 3.0, 4.0])
     wider = pd.Categorical(["XL"], categories=[*order, "XL"], ordered=True)
-    with pytest.raises(ValueError, match="Ordered feature 1 has the value 'XL'"):
+    with pytest.raises(ValueError, match=r"Ordered feature 'size' \(column 1\) has the value 'XL'"):
         est.predict(pd.DataFrame({"x": [1.0], "size": wider}))

@@ -17,10 +17,10 @@ Relative error about 2 ulp (tested against ``np.exp``) for the ``x <= 0`` the
 engine passes; below ``-708`` it returns 0 (the engine redoes rows whose sums
 underflow in log space).
 
-The binned path's passes live in ``_compiled_binned`` (re-exported here): the
-linear binning (one pass adding each row's ``2^d`` hat-function weights, 1.6x
-numpy's scatter-adds at n = 1e7) and the binned leave-one-out ratios (one
-pass per candidate bandwidth instead of some twenty numpy passes).
+The binned path's passes (``_compiled_binned``) and the local fits' solve
+(``_compiled_local``) are re-exported here.  Each kernel compiles on its first
+call, for the one signature of :func:`examples`, and is cached on disk (numba's
+``cache=True``: ``__pycache__``, else the user's cache, or ``NUMBA_CACHE_DIR``).
 
 numba is optional (the ``fast`` extra, also in ``test`` and ``bench``).
 Without it, or with ``SKL_NW_DISABLE_NUMBA=1``, the engine does not import
@@ -34,11 +34,12 @@ import numpy as np
 from numba.core import types
 from numba.extending import intrinsic
 
-from ._compiled_binned import binned_loo, linear_bin
-from ._compiled_local import local_fit, warm_up_local
+from ._compiled_binned import binned_examples, binned_loo, linear_bin
+from ._compiled_local import local_example, local_fit
 
 __all__ = [
     "binned_loo",
+    "examples",
     "exp_nonpositive_array",
     "exp_dot_sums",
     "exp_dot_sums_coded",
@@ -85,19 +86,10 @@ _FAST = {"contract", "reassoc"}
 # rounded to float64: 2.9e-16 relative before rounding; measured 4.7e-16 (2 ulp)
 # for the whole exp.  Two multiply-adds fewer than the Taylor polynomial of the
 # same accuracy (degree 12), and 12% faster in the kernels.
-_EXP_POLY = (
-    1.0,
-    1.0000000000000067,
-    0.5000000000000006,
-    0.16666666666554406,
-    0.04166666666657314,
-    0.008333333385667782,
-    0.0013888888932488599,
-    0.00019841170270440067,
-    2.4801504346997686e-05,
-    2.764018079620985e-06,
-    2.7626357241447223e-07,
-)
+_EXP_POLY = (1.0, 1.0000000000000067, 0.5000000000000006, 0.16666666666554406,
+             0.04166666666657314, 0.008333333385667782, 0.0013888888932488599,
+             0.00019841170270440067, 2.4801504346997686e-05, 2.764018079620985e-06,
+             2.7626357241447223e-07)  # fmt: skip
 _C0, _C1, _C2, _C3, _C4, _C5, _C6, _C7, _C8, _C9, _C10 = _EXP_POLY
 
 
@@ -477,30 +469,34 @@ def loo_grad(Q, XT, slope, w, VT, R, RP, own, row_coef, grad):  # pragma: no cov
             grad[f] += -2.0 * row_coef[i] * acc
 
 
-def warm_up() -> None:
-    """Compile every kernel (or load it from numba's cache) on tiny inputs, once.
-
-    The engine calls it when it first loads this module, so that a failure
-    to compile surfaces there (and falls back to numpy) rather than in the
-    middle of a predict, and so that no worker thread compiles.  The argument
-    types are those the engine passes (C-contiguous float64, int64 indices).
-    """
+def examples() -> dict:
+    """Return tiny arguments of every kernel, of the types the engine passes (its signature)."""
     row, col, own = np.zeros((1, 2)), np.zeros((2, 1)), np.full(1, -1)
-    exp_sums(row, row, np.empty((1, 2)))
-    exp_dot_sums(row, np.zeros((2, 3)), np.zeros((1, 3)), np.empty((1, 2)))
-    exp_dot_sums_coded(row, np.zeros((2, 3)), np.zeros((1, 3)), np.zeros((1, 1)),
-                       np.array([0, 3], np.int64), np.empty((1, 2)))  # fmt: skip
-    slopes, squares = np.array([-0.5, -1.0]), np.array([False, True])
-    exp_sums_chained(
-        row, col, slopes, squares, np.ones(1), np.ones((1, 1)), own, np.empty((1, 2, 2))
-    )
-    loo_grad(row, col, -0.5, np.ones(1), np.ones((1, 1)), np.ones((1, 1)), np.zeros(1), own,
-             np.zeros(1), np.zeros(2))  # fmt: skip
-    exp_nonpositive_array(np.zeros(2), np.empty(2))
-    warm_up_local()
-    exp_sums_coded(row, row, row, np.zeros((1, 2), np.int64), np.empty((1, 2)))
-    grid = np.array([0.0]), np.array([1.0]), np.array([3], np.int64)
-    linear_bin(np.zeros((1, 1)), *grid, np.ones(1), np.ones((1, 1)), np.zeros(1), np.zeros((2, 3)))
-    flat, lam = np.zeros((2, 1), np.int64), np.full((2, 1), 0.5)
-    binned_loo(flat, lam, np.ones((2, 1)), np.ones(2), np.ones((2, 3)), np.ones(1), np.ones((1, 1)),
-               np.zeros(1), 0.0, np.empty((1, 1)), np.empty(1, bool))  # fmt: skip
+    keys, values, bounds = np.zeros((2, 3)), np.zeros((1, 3)), np.array([0, 3], np.int64)
+    return {
+        exp_nonpositive_array: (np.zeros(2), np.empty(2)),
+        exp_sums: (row, row, np.empty((1, 2))),
+        exp_dot_sums: (row, keys, values, np.empty((1, 2))),
+        exp_dot_sums_coded: (row, keys, values, np.zeros((1, 1)), bounds, np.empty((1, 2))),
+        exp_sums_coded: (row, row, row, np.zeros((1, 2), np.int64), np.empty((1, 2))),
+        exp_sums_chained: (row, col, np.array([-0.5, -1.0]), np.array([False, True]),
+                           np.ones(1), np.ones((1, 1)), own, np.empty((1, 2, 2))),
+        loo_grad: (row, col, -0.5, np.ones(1), np.ones((1, 1)), np.ones((1, 1)), np.zeros(1),
+                   own, np.zeros(1), np.zeros(2)),
+        local_fit: local_example(),
+        **binned_examples(),
+    }  # fmt: skip
+
+
+def warm_up(every: bool = False) -> None:
+    """Compile (or load from the cache) the smallest kernel, or with ``every`` all of them.
+
+    The engine calls ``warm_up()`` when it loads this module: the polynomial
+    exponential, with the intrinsics that every kernel inlines, so that a
+    failed compilation or cache surfaces there (the engine then uses numpy).
+    The other kernels compile when a path first calls them (under numba's
+    lock: worker threads wait for one compilation).
+    """
+    for kernel, args in examples().items():
+        if every or kernel is exp_nonpositive_array:
+            kernel(*args)

@@ -1,5 +1,9 @@
 """The binned path's compiled kernels: linear binning and the binned leave-one-out.
 
+The linear binning takes one pass adding each row's ``2^d`` hat-function
+weights (1.6x numpy's scatter-adds at n = 1e7); the binned leave-one-out
+ratios one pass per candidate bandwidth instead of some twenty numpy passes.
+
 Loaded through :mod:`skl_nw._engine._compiled` (which re-exports them), so
 that one import decides whether numba serves the engine.
 """
@@ -9,7 +13,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["binned_loo", "linear_bin"]
+__all__ = ["binned_examples", "binned_loo", "linear_bin"]
 
 
 @numba.njit(inline="always")
@@ -96,3 +100,15 @@ def binned_loo(flat, lam, pairs, taps, sums, w, V, mid, floor, out, below):  # p
                 num += lam[c, i] * sums[o, flat[c, i]]
             num -= own * (V[i, o] - mid[o])
             out[i, o] = num / den + mid[o] if not below[i] else np.nan
+
+
+def binned_examples() -> dict:
+    """Return the arguments of each kernel on a tiny problem (see ``_compiled.examples``)."""
+    grid = np.array([0.0]), np.array([1.0]), np.array([3], np.int64)
+    flat, lam = np.zeros((2, 1), np.int64), np.full((2, 1), 0.5)
+    return {
+        linear_bin: (np.zeros((1, 1)), *grid, np.ones(1), np.ones((1, 1)), np.zeros(1),
+                     np.zeros((2, 3))),
+        binned_loo: (flat, lam, np.ones((2, 1)), np.ones(2), np.ones((2, 3)), np.ones(1),
+                     np.ones((1, 1)), np.zeros(1), 0.0, np.empty((1, 1)), np.empty(1, bool)),
+    }  # fmt: skip

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["local_fit", "warm_up_local"]
+__all__ = ["local_example", "local_fit"]
 
 
 @numba.njit(inline="always")
@@ -143,10 +143,10 @@ def local_fit(  # pragma: no cover - compiled
                 coef[i, 0, c] -= ms[t, 0] * coef[i, t + 1, c]
 
 
-def warm_up_local() -> None:
-    """Compile :func:`local_fit` on a one-query problem (see ``_compiled.warm_up``)."""
+def local_example() -> tuple:
+    """Return arguments of :func:`local_fit`: a one-query problem (see ``_compiled.examples``)."""
     cube, one, zero = np.ones((1, 1, 1)), np.ones(1, np.int64), np.zeros(1, np.int64)
     pairs = [(zero, zero, np.ones(1), np.array(starts, np.int64)) for starts in ([0, 1, 1], [0, 1])]
     basis = (np.zeros((1, 1), np.int64), zero[:0], one)
-    local_fit(np.ones((1, 2, 1)), cube, np.zeros((1, 1)), (zero, zero), *pairs, basis, 0.5,
-              1e-10, cube.copy(), np.ones((1, 1)), np.empty((1, 2, 1)), cube.copy())  # fmt: skip
+    return (np.ones((1, 2, 1)), cube, np.zeros((1, 1)), (zero, zero), *pairs, basis, 0.5,
+            1e-10, cube.copy(), np.ones((1, 1)), np.empty((1, 2, 1)), cube.copy())  # fmt: skip
