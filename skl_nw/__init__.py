@@ -19,6 +19,7 @@ Functions and results
     rule_of_thumb: per-feature Scott or Silverman bandwidths.
     significance_test: does a regression depend on some of its features?
     SignificanceResult: what significance_test returns.
+    SmootherSummary: what the regressors' summary() returns.
 
 Kernels
     KERNELS: the kernel records by name and alias.
@@ -28,6 +29,7 @@ Kernels
 ``python -m skl_nw demo`` runs the textbook attention-pooling experiment.
 """
 
+from ._diagnostics import SmootherSummary
 from ._estimators import NadarayaWatsonRegressor, rule_of_thumb
 from ._kernels import KERNELS, Kernel, get_kernel
 from ._local_poly import LocalPolynomialRegressor
@@ -45,6 +47,7 @@ __all__ = [
     "NadarayaWatsonRegressor",
     "ParzenClassifier",
     "SignificanceResult",
+    "SmootherSummary",
     "__version__",
     "get_kernel",
     "rule_of_thumb",

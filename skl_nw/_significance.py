@@ -109,6 +109,7 @@ def _encoded(estimator, X):
     mixed = hasattr(estimator, "categorical_features")
     cats, Xa = _categorical.encode(estimator, X) if mixed else (None, None)
     if cats is None:
+        _categorical.check_numeric(X)
         return estimator, check_array(X, dtype=np.float64), None
     est = clone(estimator).set_params(categorical_features=cats.mask, ordered_features=cats.ordered)
     return est, Xa, cats

@@ -118,3 +118,14 @@ def test_string_columns_of_an_array_are_named_by_index():
     numeric = X.copy()
     numeric[:, 1] = rng.normal(size=30)
     assert NadarayaWatsonRegressor().fit(numeric, y).predict(numeric).shape == (30,)
+
+
+def test_significance_test_names_an_undeclared_string_column():
+    from skl_nw import significance_test
+
+    rng = np.random.default_rng(4)
+    X = _frame(rng).assign(region=lambda f: f["region"].astype(object))[["x", "region"]]
+    y = rng.normal(size=len(X))
+    remedy = re.escape("categorical_features=['region']")
+    with pytest.raises(ValueError, match=_named("region", 1) + ".*" + remedy):
+        significance_test(NadarayaWatsonRegressor(), X, y, [0], n_boot=9)

@@ -55,7 +55,7 @@ def compiled():
     try:
         from . import _compiled as module
 
-        module.warm_up()  # compile (or load from the cache) here, not in worker threads
+        module.warm_up()  # compile (or load) the exponential: a broken numba fails here, not in a predict
     except ImportError:  # numba is not installed (or does not support this numpy)
         return None
     except Exception as error:  # e.g. no writable cache directory, a failed compilation
@@ -317,8 +317,8 @@ class FoldedKeys:
         error = max(abs(c) for c in self.slopes) * (Q.shape[1] + 2) * _EPS
         if error * (q_sq.max(initial=0.0) + self.train.max_sq_norm) > MAX_GEMM_ERROR:
             return None
-        # One C-contiguous block per power: the compiled kernels take the layout that
-        # warm_up compiled (a strided out[:, t] would compile anew in a predict).
+        # One C-contiguous block per power: the compiled kernels take the layout of
+        # their examples (a strided out[:, t] would compile a second specialisation).
         out = np.empty((len(self.slopes), len(Q), self.values.shape[1] + 1))
         kernels = compiled()
         for t, (c, keys) in enumerate(zip(self.slopes, self.keys, strict=True)):
