@@ -2,7 +2,10 @@
 
 Run ``python -m benchmarks search`` (about 2-5 minutes on 2 cores) or
 ``python -m benchmarks search --quick`` (n = 200 only, seconds).  Prints
-markdown tables; ``docs/benchmarks.md`` holds the published ones.
+markdown tables; ``docs/benchmarks.md`` ("Bandwidth search") publishes the
+timing table and the headlines; the other tables are CSV files in
+``docs/_static/benchmarks/`` (``search_loo_mse``, ``search_bandwidths``,
+``search_vs_optimum``, ``search_noise_feature``, ``search_mlkr``).
 
 1. Against statsmodels ``KernelReg(reg_type="lc", bw="cv_ls")``: wall time and
    the leave-one-out MSE of the chosen bandwidths, all scored by one

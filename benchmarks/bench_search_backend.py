@@ -3,8 +3,9 @@
 ``python -m benchmarks search_backend`` (about 15-25 minutes on 2 cores) or
 ``--quick`` (n = 500, d = 1 and 3, seconds: a smoke run).
 
-``BandwidthSearchCV(NadarayaWatsonRegressor(kernel=k))`` with its defaults (the
-closed-form leave-one-out over 40 multiples of the rule of thumb,
+``BandwidthSearchCV(NadarayaWatsonRegressor(kernel=k))`` with its defaults
+(``method="auto"``, on this continuous data the closed-form leave-one-out over
+40 multiples of the rule of thumb, more where the best is an end of them;
 ``algorithm="auto"``) against the same search with ``algorithm="brute"``,
 ``"ball_tree"`` and ``"kd_tree"``, on uniform data in [0, 1]^d with a smooth
 target.  Up to ``--full-max`` samples every search runs whole; above it, each

@@ -2,7 +2,9 @@
 
 Run ``python -m benchmarks trees`` (about 11 minutes on 2 cores, 8 of them the crossover) or
 ``python -m benchmarks trees --quick`` (a tiny subset, about 15 s).  Prints
-markdown tables; ``docs/benchmarks.md`` holds the published ones.
+markdown tables; the published ones are CSV files, ``trees_*.csv`` and (the
+crossover) ``auto_*.csv`` in ``docs/_static/benchmarks/``, summed up in
+``docs/benchmarks.md`` ("Tree backend", "Choosing the algorithm").
 
 1. The reference grid: uniform data in the unit square, Epanechnikov kernel,
    ``h = sqrt(50 / (pi n))`` (about 50 training points inside each query's
@@ -573,7 +575,7 @@ class Rule:
         return "; ".join(parts) + f" → {self.tree}"
 
 
-# The rule proposed from the crossover timings (docs/benchmarks.md, "Tree backend").
+# The rule proposed from the crossover timings (docs/_static/benchmarks/auto_*_rules.csv).
 PROPOSED = Rule(0, ((5, 0.15), (8, 0.07), (12, 0.03)), "ball_tree", fast_limit=0.0)
 
 

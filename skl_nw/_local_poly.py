@@ -23,15 +23,20 @@ __all__ = ["LocalPolynomialRegressor"]
 
 
 class LocalPolynomialRegressor(_SummaryMixin, _LocalInferenceMixin, RegressorMixin, _NWBase):
-    """Local polynomial kernel regression: a weighted least-squares polynomial at each query.
+    r"""Local polynomial kernel regression: a weighted least-squares polynomial at each query.
 
     At a query ``q`` the training points get the attention weights of
     :class:`NadarayaWatsonRegressor`, ``w_i K(u_i)`` (a softmax for the
     Gaussian); instead of their weighted *mean*, the prediction is the value
     at ``q`` of the weighted least-squares polynomial of total degree
-    ``<= degree`` in ``x - q`` (every monomial, cross terms included):
+    ``<= degree`` in ``x - q`` (every monomial, cross terms included), with
+    :math:`\phi` the vector of those monomials (``1`` first):
 
-    ``min_beta sum_i w_i K(u_i) (y_i - phi(x_i - q) . beta)^2``,  ``f(q) = beta_0``.
+    .. math::
+
+        \hat\beta(q) = \arg\min_\beta \sum_i w_i K(u_i)
+        \bigl(y_i - \phi(x_i - q)^\top \beta\bigr)^2,
+        \qquad \hat f(q) = \hat\beta_0 .
 
     ``degree=0`` is the Nadaraya–Watson estimator; ``degree=1`` (local
     linear) removes its bias at the boundary of the data and where the inputs
@@ -39,12 +44,11 @@ class LocalPolynomialRegressor(_SummaryMixin, _LocalInferenceMixin, RegressorMix
 
     Parameters
     ----------
-    bandwidth : float, array-like of shape (n_features,) or {"scott", "silverman"}, \
-default="scott"
+    bandwidth : float, array-like of shape (n_features,) or {"scott", "silverman"}, default="scott"
         Kernel width ``h``, one per feature or shared (see :func:`rule_of_thumb`).
-    kernel : {"gaussian", "tophat", "boxcar", "epanechnikov", "exponential", \
-"linear", "triangular", "cosine"}, default="gaussian"
-        Kernel profile.
+    kernel : str, default="gaussian"
+        Kernel profile: "gaussian", "tophat", "boxcar", "epanechnikov",
+        "exponential", "linear", "triangular" or "cosine".
     degree : int, default=1
         Total degree of the local polynomial: 0 (local constant, the
         Nadaraya–Watson estimator), 1 (local linear), 2 (local quadratic), ...
@@ -80,8 +84,7 @@ default="scott"
         and "auto" never bins.
     n_jobs : int, default=None
         Threads over chunks of queries at predict.
-    categorical_features : "from_dtype", array-like of bool, int or str, or None, \
-default="from_dtype"
+    categorical_features : "from_dtype", array-like of bool, int or str, None, default="from_dtype"
         Features smoothed by a discrete kernel with a bandwidth ``lambda``
         instead of a continuous one: a boolean mask of shape (n_features,),
         integer indices, or feature names; "from_dtype" takes the pandas
@@ -89,8 +92,7 @@ default="from_dtype"
         None makes every feature continuous.  Their labels may be any hashable
         values (ints, strings, pandas categories); a category unseen at fit
         matches no training category; a missing value (NaN, None) is an error.
-    ordered_features : "from_dtype", array-like of bool, int or str, or None, \
-default="from_dtype"
+    ordered_features : "from_dtype", array-like of bool, int or str, None, default="from_dtype"
         The categorical features whose categories are ordered, compared by
         the distance between their positions in the order (the sorted labels,
         or the pandas-declared order); same forms, "from_dtype" taking the
@@ -109,7 +111,9 @@ default="from_dtype"
         query's own category counts); the largest ``lambda`` of the
         Aitchison–Aitken and Li–Racine kernels ignores the feature.
         Categorical features enter through the weights only: the local
-        polynomial is in the continuous features.
+        polynomial is in the continuous features; with no continuous feature
+        at all, the fit is the weighted mean of the targets under the
+        discrete kernels (:class:`NadarayaWatsonRegressor`'s).
 
     Attributes
     ----------
@@ -171,7 +175,8 @@ default="from_dtype"
     >>> X = np.linspace(0, 1, 50)[:, None]
     >>> y = 3 * X[:, 0] + 1
     >>> reg = LocalPolynomialRegressor(bandwidth=0.1).fit(X, y)
-    >>> reg.predict([[0.0], [0.5]]).round(6)  # a line is reproduced exactly
+    >>> # a line is reproduced exactly, even at the boundary:
+    >>> reg.predict([[0.0], [0.5]]).round(6)
     array([1. , 2.5])
     >>> reg.predict_gradient([[0.0]]).round(6)
     array([[3.]])

@@ -12,9 +12,10 @@ from ._tree import log_margin
 
 # Crossovers measured on the project's 2-core machine over 240 configurations
 # (d in 1..12, n in 1e3..1e5, epanechnikov and gaussian, 1-10% of the data per
-# neighbourhood): benchmarks/bench_trees.py, table in docs/benchmarks.md.  With
-# these rules no configuration was more than 1.5x slower than the better of
-# brute and tree.
+# neighbourhood): benchmarks/bench_trees.py; the timings of every configuration
+# are docs/_static/benchmarks/auto_*.csv (summed up in docs/benchmarks.md,
+# "Choosing the algorithm").  With these rules no configuration was more than
+# 1.5x slower than the better of brute and tree.
 # The smallest n measured: below it brute force takes well under a millisecond
 # per thousand queries, whatever a tree would save.
 _TREE_MIN_SAMPLES = 1_000
