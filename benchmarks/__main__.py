@@ -20,6 +20,7 @@ BENCHMARKS = {
     "mixed_search": "benchmarks.bench_mixed_search",
     "search": "benchmarks.bench_search",
     "search_backend": "benchmarks.bench_search_backend",
+    "search_defaults": "benchmarks.bench_search_defaults",
     "trees": "benchmarks.bench_trees",
 }
 
