@@ -13,7 +13,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from . import _binning, _categorical, _engine
 from ._kernels import DISCRETE_KERNELS, KERNELS, get_kernel
 
-__all__ = ["check_weights", "rule_of_thumb"]
+__all__ = ["check_weights", "power_of_two", "rule_of_thumb"]
 
 _RULES = ("scott", "silverman")
 _ALGORITHMS = ("auto", "brute", "kd_tree", "ball_tree", "binned")
@@ -34,12 +34,33 @@ def _weighted_scale(x: np.ndarray, w: np.ndarray) -> float:
         # Zero spread.  Tested exactly: the weighted mean of a constant is not
         # always that constant, and its rounding would give a std of ~1e-16 |x|.
         return 1.0
+    # Scale first, square later: in units of a power of two near max |x| (exact),
+    # the squares neither overflow (|x| ~ 1e200) nor underflow (|x| ~ 1e-200).
+    unit = power_of_two(np.maximum(support.max(), -support.min()))
+    x, w = support / unit, w[w > 0]
     mean = np.average(x, weights=w)
     std = np.sqrt(np.average((x - mean) ** 2, weights=w))
     q1, q3 = np.quantile(x, [0.25, 0.75], weights=w, method="inverted_cdf")
     iqr = (q3 - q1) / 1.349
     positive = [s for s in (std, iqr) if s > 0 and np.isfinite(s)]
-    return float(min(positive)) if positive else 1.0
+    return float(min(positive) * unit) if positive else 1.0
+
+
+def power_of_two(a: ArrayLike) -> np.ndarray:
+    """Return the largest power of two ``<= a`` (elementwise; 1.0 where ``a`` is 0 or not finite).
+
+    A unit to divide by exactly (no rounding, barring subnormals): ``x / power_of_two(max|x|)``
+    lies in ``(-2, 2)``.
+
+    Examples
+    --------
+    >>> power_of_two([3.0, 0.5, 0.0, 1e300]).tolist()[:3]
+    [2.0, 0.5, 1.0]
+    """
+    a = np.asarray(a, dtype=np.float64)
+    ok = np.isfinite(a) & (a > 0)
+    _, exponent = np.frexp(np.where(ok, a, 1.0))
+    return np.where(ok, np.ldexp(1.0, exponent - 1), 1.0)
 
 
 def check_weights(sample_weight: ArrayLike | None, X: np.ndarray) -> np.ndarray:

@@ -291,17 +291,25 @@ class Categories:
         return X
 
     def _codes(self, column: np.ndarray, t: int, j: int) -> np.ndarray:
+        """Codes of the labels ``column`` of categorical feature ``j`` (its ``t``-th)."""
         categories = self.categories[t]
         if self.declared[t]:
-            index = {v: i for i, v in enumerate(categories.tolist())}
-            codes = np.array([index.get(v, -1) for v in column.tolist()], dtype=np.float64)
-        else:
-            column = column.astype(categories.dtype) if categories.dtype.kind != "O" else column
-            pos = np.searchsorted(categories, column)
-            found = np.take(categories, np.minimum(pos, len(categories) - 1)) == column
-            codes = np.where(found, pos, -1).astype(np.float64)
-            if self.ordered[j]:
-                codes = np.where(found, pos, pos - 0.5)
+            codes = _lookup(categories, column)
+        elif categories.dtype.kind in "fiub" and column.dtype.kind in "fiub":
+            # Compared as numbers, never cast to the categories' dtype: 1.5 is no int.
+            codes = _positions(categories, column, bool(self.ordered[j]))
+        elif self.ordered[j]:
+            try:
+                codes = _positions(categories, np.asarray(column, dtype=object), True)
+            except TypeError:
+                bad = next(v for v in column.tolist() if not _comparable(v, categories))
+                raise ValueError(
+                    f"Ordered feature {self.label(j)} has the value {bad!r}, which does not "
+                    f"compare with its categories {categories.tolist()!r} seen at fit, so its "
+                    "position in the order is unknown."
+                ) from None
+        else:  # labels of any type: one unseen (of another type too) gets -1
+            codes = _lookup(categories, column)
         if self.ordered[j] and self.declared[t] and (codes < 0).any():
             unseen = column[np.flatnonzero(codes < 0)[0]]
             raise ValueError(
@@ -355,6 +363,49 @@ class Categories:
                     f"lambda of the {kernel.name} kernel, which must lie in {interval} "
                     f"({self.sizes[t]} categories); got {lam!r}."
                 )
+
+
+def _lookup(categories: np.ndarray, column: np.ndarray) -> np.ndarray:
+    """Code of each label of ``column`` by equality (hashing), -1 where no category equals it.
+
+    Labels of any type: a label of another type than the categories' (an
+    integer in a column of strings) is an unseen category, never compared by order.
+    """
+    index = {v: i for i, v in enumerate(categories.tolist())}
+    return np.array([_index_of(index, v) for v in column.tolist()], dtype=np.float64)
+
+
+def _index_of(index: dict, v) -> int:
+    try:
+        return index.get(v, -1)
+    except TypeError:  # an unhashable label equals no category
+        return -1
+
+
+def _positions(categories: np.ndarray, column: np.ndarray, ordered: bool) -> np.ndarray:
+    """Codes of ``column`` among the sorted ``categories``, by comparison.
+
+    A label equal to a category gets its position; another gets -1
+    (unordered), or for an ordered feature the position halfway between its
+    sorted neighbours (``-0.5`` below the first, ``c - 0.5`` above the last).
+    Raises TypeError when a label does not compare with the categories.
+    """
+    pos = np.searchsorted(categories, column)
+    found = np.take(categories, np.minimum(pos, len(categories) - 1)) == column
+    found = np.asarray(found, dtype=bool)
+    if ordered:
+        return np.where(found, pos, pos - 0.5).astype(np.float64)
+    return np.where(found, pos, -1).astype(np.float64)
+
+
+def _comparable(v, categories: np.ndarray) -> bool:
+    """Whether the label ``v`` compares with every category (``<``)."""
+    try:
+        for c in categories.tolist():
+            _ = v < c
+    except TypeError:
+        return False
+    return True
 
 
 def _floats(block: np.ndarray, columns: np.ndarray, names: list[str] | None) -> np.ndarray:

@@ -21,6 +21,7 @@ from sklearn import get_config
 from sklearn.utils import check_random_state
 
 from . import _engine
+from ._base import power_of_two
 from ._inference import (
     MULTIPLIERS,
     interval_from_std,
@@ -34,6 +35,32 @@ from ._inference import (
 _FEW_COLUMNS = 8
 # Bootstrap value columns per kernel_sums call: at most this many doubles (n x columns).
 _BOOT_BLOCK_DOUBLES = 2**23
+
+
+def standardized(Y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``Z``, ``center`` and ``scale`` (k,) with ``Y = center + scale * Z``, ``max |Z| <= 1``-ish.
+
+    Scale first, square later: the squares of ``Y - center`` overflow from
+    ``|y| ~ 1e155`` and underflow below ``1e-155``; those of ``Z`` do
+    neither, and a standard error in units of ``Z`` times ``scale`` is
+    equivariant in ``y``.  Both units are powers of two (exact divisions):
+    one near ``max |y|`` (so that the centring cannot overflow), then one
+    near ``max |y - center|`` (so that the spread is of order 1).  Rows of
+    weight 0 take no part in either.
+
+    Examples
+    --------
+    >>> Y = np.array([[1e200], [3e200]])
+    >>> Z, center, scale = standardized(Y, np.ones(2))
+    >>> np.allclose(center + scale * Z, Y), bool(np.abs(Z).max() <= 2)
+    (True, True)
+    """
+    live = w > 0
+    unit = power_of_two(np.abs(Y[live]).max(axis=0))
+    Y0 = Y / unit
+    center0 = Y0[live].mean(axis=0)
+    spread = power_of_two(np.abs(Y0[live] - center0).max(axis=0))
+    return (Y0 - center0) / spread, center0 * unit, spread * unit
 
 
 def _check_interval_args(alpha, method, n_boot, multipliers) -> None:
@@ -213,10 +240,18 @@ class _NWInferenceMixin(_SmootherInferenceMixin):
         return out
 
     def _mean_std(self, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Fit and pointwise standard error at the scaled queries: two (m, k) arrays.
+
+        One pass of kernel powers 1 and 2 over ``[Z, Z^2, Y]`` (``Z`` of
+        :func:`standardized`): the variance in units of ``Z``, the fit from
+        the columns of ``Y`` as :meth:`predict` has it.
+        """
         Y, w = self._targets()
-        center = Y[w > 0].mean(axis=0)
-        sums = self._sums(Q, np.column_stack([Y, (Y - center) ** 2]), powers=(1, 2))
-        return local_constant_std(sums, Y.shape[1], center)
+        k = Y.shape[1]
+        Z, _, scale = standardized(Y, w)  # squares of Z neither overflow nor underflow
+        sums = self._sums(Q, np.column_stack([Z, Z**2, Y]), powers=(1, 2))
+        std = local_constant_std(sums, k, np.zeros(k))[1]
+        return sums.ratios()[:, 0, 2 * k :], scale * std  # the fit: predict's columns
 
     def _gradient(self, Q: np.ndarray) -> np.ndarray:
         Y, w = self._targets()

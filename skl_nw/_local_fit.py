@@ -50,9 +50,13 @@ __all__ = [
     "blocks",
     "exponents",
     "fit_local",
+    "fit_local_units",
     "monomials",
+    "query_units",
     "shift",
     "solve",
+    "to_units",
+    "unit_exponents",
     "usable_degree",
 ]
 
@@ -313,6 +317,71 @@ def fit_local(mom: Moments, M, B, q, degree: int):
 
     ``coef`` (m, P, k) and ``a = G^-1 e_1`` (m, P) of the problem solved, ``P``
     the size of the basis of ``degree``; ``Mq``, ``Bq`` the moments about ``q``.
+    Solved in the units of :func:`fit_local_units`, then brought back to
+    bandwidth units: exactly (powers of two), except that terms below the
+    float range become 0 and the moments about a query so far away that
+    they exceed it become infinite (their callers take in-sample queries).
+    """
+    coef, a, Mq, Bq, e = fit_local_units(mom, M, B, q, degree)
+    basis = unit_exponents(e, mom.d, degree)[:, : a.shape[1]]
+    top, ytop = (unit_exponents(e, mom.d, t) for t in (mom.top, mom.ytop))
+    with np.errstate(over="ignore"):
+        return (
+            np.ldexp(coef, -basis[:, :, None]),
+            np.ldexp(a, -basis),
+            np.ldexp(Mq, top[:, : Mq.shape[1]]),
+            np.ldexp(Bq, ytop[:, :, None]),
+        )
+
+
+def query_units(q: np.ndarray) -> np.ndarray:
+    """Exponents ``e >= 0`` of the units ``2^e <= max(1, |q|)`` of each coordinate: (m, d) int."""
+    _, e = np.frexp(np.maximum(np.abs(q), 1.0))
+    return e - 1
+
+
+def unit_exponents(e: np.ndarray, d: int, degree: int) -> np.ndarray:
+    """Exponent of the unit of each monomial, ``e . g`` per query and ``g``: (m, npar) int."""
+    return e @ exponents(d, degree).T
+
+
+def to_units(mom: Moments, M: np.ndarray, B: np.ndarray | None, q: np.ndarray, e: np.ndarray):
+    """Raw moments and queries in the units ``2^e`` of :func:`query_units`.
+
+    Exact, barring underflow.  ``M`` (m, n_plain), ``B`` (m, n_y, k) or None,
+    ``q`` (m, d).
+    """
+    M = np.ldexp(M, -unit_exponents(e, mom.d, mom.top)[:, : M.shape[1]])
+    if B is not None:
+        B = np.ldexp(B, -unit_exponents(e, mom.d, mom.ytop)[:, :, None])
+    return M, B, np.ldexp(q, -e)
+
+
+def fit_local_units(mom: Moments, M, B, q, degree: int):
+    """:func:`fit_local` in per-query units: coef, a, Mq, Bq and the exponents ``e`` (m, d).
+
+    Scale first, raise to powers later: the moments about ``q`` are
+    expanded in powers of ``q`` up to ``2 degree``, which overflow for
+    queries ``|q| > 1e308^(1 / (2 degree))`` bandwidths from the training
+    mean (``1e77`` at degree 2) although such queries are valid.  In units
+    of ``2^e_j ~ |q_j|`` along each feature (:func:`query_units`; 1 where
+    ``|q_j| < 2``) every power is at most of order 1, and a feature along
+    which the query is far is constant over its neighbourhood, as it is in
+    bandwidth units.  The fit at ``q`` (``coef[:, 0]``) is the same; a
+    coefficient of the monomial ``t^g`` (of ``coef`` and ``a``) is
+    ``2^(e . g)`` times the one in bandwidth units, a moment ``2^(-e . g)``
+    times it (:func:`unit_exponents`).  Powers of two scale exactly: near
+    queries (``e = 0``) and far ones alike get the bandwidth-unit
+    arithmetic, only without overflow.
+    """
+    e = query_units(q)
+    M, B, q = to_units(mom, M, B, q, e)
+    return (*_fit_local(mom, M, B, q, degree), e)
+
+
+def _fit_local(mom: Moments, M, B, q, degree: int):
+    """:func:`fit_local` in the given units.
+
     With numba, one compiled pass query by query
     (``_engine._compiled_local.local_fit``, the same steps).  Otherwise blocks
     of queries whose shift terms fill ``_FIT_FLOATS`` (at least
@@ -324,7 +393,7 @@ def fit_local(mom: Moments, M, B, q, degree: int):
     """
     empty = ~(M[:, 0] > 0)
     if empty.any():
-        fit = fit_local(mom, M[~empty], B[~empty], q[~empty], degree)
+        fit = _fit_local(mom, M[~empty], B[~empty], q[~empty], degree)
         out = [np.full((len(q), *part.shape[1:]), np.nan) for part in fit]
         for whole, part in zip(out, fit, strict=True):
             whole[~empty] = part

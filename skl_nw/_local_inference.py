@@ -17,8 +17,17 @@ from sklearn import get_config
 
 from . import _engine
 from ._inference import local_constant_std, local_residual_variance, sandwich_factor
-from ._inference_api import _FEW_COLUMNS, _SmootherInferenceMixin
-from ._local_fit import Moments, blocks, fit_local, gram_index, monomials, npar
+from ._inference_api import _FEW_COLUMNS, _SmootherInferenceMixin, standardized
+from ._local_fit import (
+    Moments,
+    blocks,
+    fit_local_units,
+    gram_index,
+    monomials,
+    npar,
+    to_units,
+    unit_exponents,
+)
 
 
 class _LocalInferenceMixin(_SmootherInferenceMixin):
@@ -64,8 +73,10 @@ class _LocalInferenceMixin(_SmootherInferenceMixin):
         k = train.values.shape[1]
         a_raw = np.empty((len(Q), npar(d, degree)))
         for block, q, sums in self._local(Q, mom):
-            a = fit_local(mom, *mom.read(sums, 0, 0, k), q, degree)[1]
-            a_raw[block] = np.einsum("mab,ma->mb", mom.yshift.matrix(q), a)
+            # In the query's units (far queries: no overflow), then back to raw monomials.
+            _, a, _, _, e = fit_local_units(mom, *mom.read(sums, 0, 0, k), q, degree)
+            a = np.einsum("mab,ma->mb", mom.yshift.matrix(np.ldexp(q, -e)), a)
+            a_raw[block] = np.ldexp(a, -unit_exponents(e, d, degree))
         Phi = monomials(train.to_caller(train.X), degree)
         sparse = bool(train.trees) if sparse is None else sparse
         L = _engine.attention(Q, train, self._kernel, sparse=sparse,
@@ -80,28 +91,42 @@ class _LocalInferenceMixin(_SmootherInferenceMixin):
     def _mean_std(self, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Fit and pointwise standard error at the scaled queries: two (m, k) arrays.
 
-        One pass of kernel powers 1 and 2 over the value columns of the fit and
-        ``(y - c)^2`` (``c`` the mean target, against cancellation).
+        One pass of kernel powers 1 and 2 over the value columns of the fit of
+        ``[Y, Z]`` and ``Z^2``, ``Z = (Y - c) / s`` (:func:`standardized`:
+        centred against cancellation, scaled so that the squares neither
+        overflow nor underflow).  The fit of ``Y`` is ``predict``'s; the
+        variance is in units of ``Z``, and fits are solved in the query's
+        units (:func:`skl_nw._local_fit.fit_local_units`), so that queries far
+        from the data do not overflow.
         """
         Y, w = self._targets()
         k, d = Y.shape[1], self._exact_train().d
-        center = Y[w > 0].mean(axis=0)
+        # sigma^2 in units of Z = (Y - center) / scale, whose squares neither overflow
+        # nor underflow; the fit from the columns of Y, as predict's.
+        Z, _, scale = standardized(Y, w)
+        origin = np.zeros(k)
         degree = self._fit_degree()
         mom = Moments(d, 2 * degree, degree)
         gi, P = gram_index(d, degree), npar(d, degree)
         mean, std = np.empty((len(Q), k)), np.empty((len(Q), k))
-        extra = (Y - center) ** 2
-        for block, q, sums in self._local(Q, mom, powers=(1, 2), extra=extra):
-            if degree == 0:  # the value columns of Nadaraya–Watson's: its formula
-                mean[block], std[block] = local_constant_std(sums, k, center)
-                continue
-            coef, a, Mq, Bq = fit_local(mom, *mom.read(sums, 0, 0, k), q, degree)
+        if degree == 0:  # the value columns of Nadaraya–Watson's, then Y: its formula
+            for block, _, sums in self._local(Q, mom, (1, 2), Z, np.column_stack([Z**2, Y])):
+                std[block] = local_constant_std(sums, k, origin)[1]
+                mean[block] = Moments.columns(sums, 0, 0)[:, 2 * k : 3 * k]
+            return mean, scale * std
+        values = np.column_stack([Y, Z])
+        for block, q, sums in self._local(Q, mom, powers=(1, 2), values=values, extra=Z**2):
+            # Every moment and coefficient in the query's units (far queries: no overflow).
+            coef, a, Mq, Bq, e = fit_local_units(mom, *mom.read(sums, 0, 0, 2 * k), q, degree)
             second = Moments.columns(sums, 0, 0)[:, -1 - k : -1]
-            sigma2 = local_residual_variance(Mq[:, gi], Bq[:, :P], second, coef, center)
-            M2 = mom.shift(mom.read(sums, 0, 1, k)[0], q)  # sum w K^2 t^g / D^2
-            mean[block] = coef[:, 0]
+            sigma2 = local_residual_variance(
+                Mq[:, gi], Bq[:, :P, k:], second, coef[:, :, k:], origin
+            )
+            M2, _, qe = to_units(mom, mom.read(sums, 0, 1, 2 * k)[0], None, q, e)
+            M2 = mom.shift(M2, qe)  # sum w K^2 t^g / D^2
+            mean[block] = coef[:, 0, :k]
             std[block] = np.sqrt(sandwich_factor(a, M2[:, gi])[:, None] * sigma2)
-        return mean, std
+        return mean, scale * std
 
 
 def _scale_entries(L, a_raw: np.ndarray, Phi: np.ndarray) -> None:

@@ -11,6 +11,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, column_or_1d
 
 from . import _categorical
+from ._base import power_of_two
 from ._inference import wild_multipliers
 
 __all__ = ["SignificanceResult", "significance_test"]
@@ -64,29 +65,49 @@ def _feature_indices(features, X, n_features: int) -> list[int]:
     return out
 
 
-def _statistics(estimator, X: np.ndarray, Y: np.ndarray, features: list[int], cats) -> np.ndarray:
-    """``T`` for each column of ``Y`` (n, B): one fit on all columns (the smoother is linear).
+def _terms(fitted, X: np.ndarray, features: list[int], cats):
+    """Yield the arrays whose mean squares make ``T``: (n, B, ...) each, ``B`` the targets.
 
-    Continuous features add their squared derivatives, categorical ones the
-    squared changes of the fit when the category is set to each of its values.
+    Continuous features give their derivatives, categorical ones the
+    changes of the fit when the category is set to each of its values.
     """
-    fitted = clone(estimator).fit(X, Y)
     categorical = np.zeros(X.shape[1], bool) if cats is None else cats.mask
-    T = np.zeros(Y.shape[1] if Y.ndim == 2 else 1)
     continuous = [j for j in features if not categorical[j]]
     if continuous:
         G = fitted.predict_gradient(X)  # (n, B, d_cont) for 2-D Y, (n, d_cont) for 1-D
         G = G.reshape(len(X), -1, int((~categorical).sum()))
         columns = np.cumsum(~categorical) - 1  # a continuous feature's gradient column
-        T += (G[:, :, columns[continuous]] ** 2).sum(axis=2).mean(axis=0)
+        yield G[:, :, columns[continuous]]
     if len(continuous) < len(features):
         base = fitted.predict(X).reshape(len(X), -1)
         for j in (j for j in features if categorical[j]):
             for level in range(int(cats.sizes[list(cats.columns).index(j)])):
                 Xl = X.copy()
                 Xl[:, j] = level
-                T += ((fitted.predict(Xl).reshape(len(X), -1) - base) ** 2).mean(axis=0)
-    return T
+                yield fitted.predict(Xl).reshape(len(X), -1) - base
+
+
+def _statistics(
+    estimator, X: np.ndarray, Y: np.ndarray, features: list[int], cats, unit: float | None = None
+) -> tuple[np.ndarray, float]:
+    """``T / unit^2`` for each column of ``Y`` (n, B), and ``unit``.
+
+    One fit on all columns (the smoother is linear).  Scale first, square
+    later: the terms are divided by ``unit`` before they are squared, a power
+    of two near their largest size (found here when None: that of the
+    observed statistic, then passed to the bootstrap's), so that derivatives
+    of ``y / x`` far from 1 (``x ~ 1e200``) neither underflow nor overflow
+    when squared.
+    """
+    fitted = clone(estimator).fit(X, Y)
+    terms = _terms(fitted, X, features, cats)
+    if unit is None:
+        terms = list(terms)
+        unit = float(power_of_two(max(float(np.abs(t).max(initial=0.0)) for t in terms)))
+    T = np.zeros(Y.shape[1] if Y.ndim == 2 else 1)
+    for term in terms:
+        T += ((term / unit) ** 2).reshape(len(X), len(T), -1).sum(axis=2).mean(axis=0)
+    return T, unit
 
 
 def _restricted_fit(estimator, X: np.ndarray, y: np.ndarray, keep: list[int]) -> np.ndarray:
@@ -182,6 +203,11 @@ def significance_test(
     The statistic adds squared derivatives in the units of ``y / x_j``:
     features in different units are weighted by those units.  The test is
     as good as the bandwidth: an oversmoothed fit hides a weak effect.
+    The statistics are compared in units of a power of two near the largest
+    observed derivative, so the p-value does not depend on the units of
+    ``X`` and ``y`` (``X * 1e200`` gives the p-value of ``X``); the
+    reported ``statistic`` and ``null_distribution`` are 0 or inf only where
+    ``T`` itself lies outside the float range.
 
     Examples
     --------
@@ -219,7 +245,7 @@ def significance_test(
     tested = _feature_indices(features, X, Xa.shape[1])
     keep = [j for j in range(Xa.shape[1]) if j not in tested]
 
-    statistic = float(_statistics(estimator, Xa, y, tested, cats)[0])
+    observed, unit = _statistics(estimator, Xa, y, tested, cats)
     null_fit = _restricted_fit(estimator, Xa, y, keep)
     u = y - null_fit
     rng = check_random_state(random_state)
@@ -233,7 +259,10 @@ def significance_test(
         else:
             kind = "mammen" if residuals == "wild" else "rademacher"
             U = wild_multipliers(rng, n, b, kind) * u[:, None]
-        null.append(_statistics(estimator, Xa, null_fit[:, None] + U, tested, cats))
+        null.append(_statistics(estimator, Xa, null_fit[:, None] + U, tested, cats, unit)[0])
     null = np.concatenate(null)
-    pvalue = (1.0 + np.count_nonzero(null >= statistic)) / (1.0 + n_boot)
+    # Compared in units of unit^2 (equivariant); reported in those of (y / x)^2.
+    pvalue = (1.0 + np.count_nonzero(null >= observed[0])) / (1.0 + n_boot)
+    with np.errstate(over="ignore", under="ignore"):  # a T beyond the float range
+        statistic, null = float(observed[0] * unit * unit), null * unit * unit
     return SignificanceResult(statistic, float(pvalue), null)

@@ -217,6 +217,53 @@ def test_unseen_ordered_label_sits_between_its_sorted_neighbours(rng):
         assert_allclose(got, expected, rtol=1e-10)
 
 
+@pytest.mark.parametrize("kind", ["u", "o"])
+def test_integer_column_takes_unseen_values_as_the_float_path_does(rng, kind):
+    # Fitted on an integer array, a query's 1.5 was cast to category 1.
+    n = 60
+    X = np.column_stack([rng.integers(0, 10, n), np.arange(n) % 3])
+    y = X[:, 0] + 2.0 * X[:, 1] + rng.normal(scale=0.1, size=n)
+    Q = np.array([[5, 1.5], [5, 1.0], [5, 7.0], [2, 0.5], [3, -2.0]])
+    # Codes of the queries: unseen labels match nothing (unordered) or sit halfway.
+    Q_codes = Q.copy()
+    if kind == "o":
+        Q_codes[:, 1] = [1.5, 1.0, 2.5, 0.5, -0.5]
+    kinds, bw = "c" + kind, [2.0, 0.4]
+    est = NadarayaWatsonRegressor(bandwidth=bw, **_params(kinds))
+    got = est.fit(X, y).predict(Q)
+    assert_allclose(got, est.fit(X.astype(float), y).predict(Q), rtol=1e-12)
+    expected = _oracle_predict(X, y, Q_codes, bw, kinds, n_categories=[0, 3])
+    assert_allclose(got, expected, rtol=1e-10)
+
+
+def test_label_of_another_type_is_an_unseen_category(rng):
+    X, y, Q = _mixed_data(rng, "cu")
+    names = np.array(["a", "b", "c", "d"])
+    X_str = X.astype(object)
+    X_str[:, 1] = names[X[:, 1].astype(int)]
+    bw = [0.5, 0.3]
+    est = NadarayaWatsonRegressor(bandwidth=bw, categorical_features=[1]).fit(X_str, y)
+    Q_mixed = Q.astype(object)
+    Q_mixed[:, 1] = names[Q[:, 1].astype(int)]
+    Q_mixed[::2, 1] = 7  # an integer among strings: no category
+    Q_codes = Q.copy()
+    Q_codes[::2, 1] = 9
+    expected = _oracle_predict(X, y, Q_codes, bw, "cu", n_categories=[0, 4])
+    assert_allclose(est.predict(Q_mixed), expected, rtol=1e-10)
+    numeric = Q[::2].copy()  # a numeric array queried on a column of strings
+    numeric[:, 1] = 7
+    assert_allclose(est.predict(numeric), expected[::2], rtol=1e-10)
+
+
+def test_label_of_another_type_on_an_ordered_feature_names_it(rng):
+    X, y, _ = _mixed_data(rng, "co")
+    X_str = X.astype(object)
+    X_str[:, 1] = np.array(list("abcde"))[X[:, 1].astype(int)]
+    est = NadarayaWatsonRegressor(bandwidth=[0.5, 0.4], ordered_features=[1]).fit(X_str, y)
+    with pytest.raises(ValueError, match="Ordered feature 1 has the value 3, which does not"):
+        est.predict(np.array([[0.0, "b"], [0.0, 3]], dtype=object))
+
+
 def _with_missing(X, value):
     X = X.astype(object)
     X[3, 1] = value

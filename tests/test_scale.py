@@ -1,0 +1,172 @@
+"""Scale: what is equivariant in exact arithmetic is so in floating point, for any finite input.
+
+Each result on ``X * factor`` (or ``y * factor``) is compared with the one on
+the unscaled data, itself checked against the dense oracles of
+``conftest.py`` elsewhere (and here, for the rule of thumb): squares of
+numbers far from 1 (``1e200 ** 2``, ``1e-200 ** 2``) must never be formed.
+"""
+
+import itertools
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+
+from conftest import naive_rule_of_thumb, naive_std
+from skl_nw import (
+    LocalPolynomialRegressor,
+    NadarayaWatsonRegressor,
+    rule_of_thumb,
+    significance_test,
+)
+
+FACTORS = [1e-200, 1e-100, 1.0, 1e100, 1e200]
+ESTIMATORS = {
+    "nw": lambda: NadarayaWatsonRegressor(),
+    "local_linear": lambda: LocalPolynomialRegressor(degree=1),
+    "local_quadratic": lambda: LocalPolynomialRegressor(degree=2),
+}
+
+
+def _data(rng, n=80):
+    X = rng.uniform(-1, 1, (n, 2))
+    y = np.sin(3 * X[:, 0]) + X[:, 1] ** 2 + rng.normal(0, 0.2, n)
+    return X, y, rng.uniform(-0.9, 0.9, (7, 2))
+
+
+def _results(est, Q) -> dict:
+    """Everything a fitted regressor says at ``Q`` (the bandwidth from its rule of thumb)."""
+    mean, std = est.predict(Q, return_std=True)
+    return {
+        "bandwidth": est.bandwidth_,
+        "predict": est.predict(Q),
+        "mean": mean,
+        "std": std,
+        "normal": est.predict_interval(Q),
+        "bootstrap": est.predict_interval(Q, method="bootstrap", n_boot=49, random_state=0),
+        "gradient": est.predict_gradient(Q),
+    }
+
+
+# How each result scales with X (power of the factor) and with y.
+X_POWER = {"bandwidth": 1, "gradient": -1}
+Y_POWER = {"bandwidth": 0}
+
+
+def _assert_scaled(got: dict, base: dict, factor: float, powers: dict, default: int) -> None:
+    for name, value in got.items():
+        assert np.isfinite(value).all(), name
+        expected = base[name] * factor ** powers.get(name, default)
+        assert_allclose(value, expected, rtol=1e-10, atol=0, err_msg=name)
+
+
+@pytest.mark.parametrize("factor", FACTORS)
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_scaling_x_scales_the_bandwidth_and_the_gradient_only(rng, name, factor):
+    X, y, Q = _data(rng)
+    base = _results(ESTIMATORS[name]().fit(X, y), Q)
+    got = _results(ESTIMATORS[name]().fit(X * factor, y), Q * factor)
+    _assert_scaled(got, base, factor, X_POWER, 0)
+
+
+@pytest.mark.parametrize("factor", FACTORS)
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_scaling_y_scales_every_result_in_units_of_y(rng, name, factor):
+    X, y, Q = _data(rng)
+    base = _results(ESTIMATORS[name]().fit(X, y), Q)
+    got = _results(ESTIMATORS[name]().fit(X, y * factor), Q)
+    _assert_scaled(got, base, factor, Y_POWER, 1)
+
+
+@pytest.mark.parametrize("factor", FACTORS)
+def test_std_of_huge_targets_matches_the_dense_oracle(rng, factor):
+    X, y, Q = _data(rng)
+    y = y + 3.0  # a centre away from 0 as well
+    got = NadarayaWatsonRegressor(bandwidth=0.3).fit(X, y * factor).predict(Q, return_std=True)[1]
+    assert_allclose(got / factor, naive_std(X, y, Q, 0.3), rtol=1e-10)
+
+
+@pytest.mark.parametrize("factor", FACTORS)
+@pytest.mark.parametrize("rule", ["scott", "silverman"])
+def test_rule_of_thumb_is_equivariant(rng, rule, factor):
+    # Uniform columns: the standard deviation is below IQR / 1.349, so an overflowing
+    # (or underflowing) standard deviation would hand the choice to the IQR.
+    X = rng.uniform(0, 1, (50, 2)) * [1.0, 5.0]
+    w = rng.integers(0, 4, 50).astype(float)
+    for weights in (None, w):
+        want = naive_rule_of_thumb(X, rule, weights)
+        assert_allclose(rule_of_thumb(X * factor, rule, weights) / factor, want, rtol=1e-12)
+        shifted = X * factor + 3.0 * factor  # and off 0
+        assert_allclose(rule_of_thumb(shifted, rule, weights) / factor, want, rtol=1e-10)
+
+
+@pytest.mark.parametrize("factor", FACTORS)
+@pytest.mark.parametrize("target", ["X", "y"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda f: NadarayaWatsonRegressor(bandwidth=[0.3 * f, 0.4 * f]),
+        lambda f: LocalPolynomialRegressor(bandwidth=[0.5 * f, 0.6 * f]),
+    ],
+    ids=["nw", "local_linear"],
+)
+def test_significance_pvalue_is_scale_invariant(rng, make, target, factor):
+    n = 60
+    X = rng.uniform(-1, 1, (n, 2))
+    y = np.sin(2 * X[:, 0]) + 0.5 * X[:, 1] + rng.normal(0, 0.5, n)
+    fx, fy = (factor, 1.0) if target == "X" else (1.0, factor)
+    base = significance_test(make(1.0), X, y, [1], n_boot=19, random_state=3)
+    got = significance_test(make(fx), X * fx, y * fy, [1], n_boot=19, random_state=3)
+    assert got.pvalue == base.pvalue
+    assert base.pvalue < 1.0  # the case of the issue: every statistic 0 gave p = 1
+    # The statistic in units of (y / x)^2, where that is a normal float.
+    if abs(np.log10(fy) - np.log10(fx)) < 150:
+        unit = (fy / fx) ** 2
+        assert_allclose(got.statistic, base.statistic * unit, rtol=1e-9)
+        assert_allclose(got.null_distribution, base.null_distribution * unit, rtol=1e-9)
+
+
+def _weighted_local_fit(W, X, y, q, h, degree):
+    """Fit and standard error of the weighted least-squares polynomial in ``(x - q) / h``.
+
+    ``W`` the attention weights (summing to 1).  A feature along which ``q``
+    lies far from every point (``1e6`` bandwidths) is constant over the
+    neighbourhood, so its powers are left out and its products with another
+    feature are collinear with that feature: the fit drops to degree 1, in
+    the other features (the solver drops whole degrees).
+    """
+    near = np.abs(q) / h < 1e6
+    if not near.all():
+        degree = min(degree, 1)
+    T = (X[:, near] - q[near]) / h
+    Phi = np.column_stack([
+        np.prod(T[:, list(c)], axis=1)
+        for p in range(degree + 1)
+        for c in itertools.combinations_with_replacement(range(T.shape[1]), p)
+    ])  # fmt: skip
+    G = Phi.T @ (W[:, None] * Phi)
+    beta = np.linalg.solve(G, Phi.T @ (W * y))
+    weights = W * (Phi @ np.linalg.solve(G, np.eye(len(G))[0]))  # the equivalent kernel
+    sigma2 = W @ (y - Phi @ beta) ** 2
+    return beta[0], np.sqrt(sigma2 * (weights**2).sum())
+
+
+@pytest.mark.parametrize("degree", [2, 3])
+def test_far_queries_of_high_degree_fits_match_the_dense_fit(rng, degree):
+    # Moments about q hold powers q^(2 degree), which overflowed: NaN for queries
+    # beyond 1e77 bandwidths (degree 2) although such queries are accepted.
+    X, y, _ = _data(rng, n=150)
+    Q = np.array([[1e60, 0.1], [1e80, -0.2], [0.3, 1e104], [-1e140, 3e139], [0.2, -0.4]])
+    h = 0.5
+    est = LocalPolynomialRegressor(bandwidth=h, degree=degree).fit(X, y)
+    mean, std = est.predict(Q, return_std=True)
+    assert np.isfinite(mean).all() and np.isfinite(std).all()
+    W = est._attention(Q, est.fallback, False)  # the engine's weights, even where they tie
+    for i, q in enumerate(Q):
+        want_mean, want_std = _weighted_local_fit(W[i], X, y, q, h, degree)
+        assert_allclose(mean[i], want_mean, rtol=1e-8)
+        assert_allclose(std[i], want_std, rtol=1e-7)
+    assert_allclose(est.predict(Q), mean, rtol=1e-14)
+    boot = est.predict_interval(Q, method="bootstrap", n_boot=29, random_state=0)
+    assert np.isfinite(boot).all()
+    assert ((boot[:, 0] <= mean + 1e-12) & (mean <= boot[:, 1] + 1e-12)).all()
