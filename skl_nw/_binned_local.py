@@ -1,29 +1,39 @@
 """Binned local polynomial fits: moments about every grid node, a fit per node, interpolation.
 
 The binned path of :class:`~skl_nw.LocalPolynomialRegressor` follows
-KernSmooth's ``locpoly`` (Wand 1994).  Binning raw monomials ``z^g`` and
-moving their sums to a query by the binomial expansion would cancel far from
-the data (moments of degree ``k`` lose ``(R / h)^k``).  Instead:
+KernSmooth's ``locpoly`` (Wand 1994), with the points kept where they are:
 
-1. the weights and the weighted targets are binned once, linearly, as on the
-   Nadaraya–Watson binned path: node ``g`` holds ``c_g = sum_i Lambda_g(x_i) w_i [y_i, 1]``;
-2. the node sums are convolved with the *moment stencils* ``K(u) u^a``
-   (``u`` the scaled offset between two nodes; every monomial ``a`` of total
-   degree ``<= 2 degree`` for the Gram entries, ``<= degree`` for the target
-   moments), giving at each node ``g`` the moments about ``g`` itself,
-   ``sum_g' K(g' - g) (g' - g)^a c_g'``: terms of size ``|u|^|a|`` with ``u``
-   within the kernel's reach, so no cancellation wherever the node lies;
+1. the weights and the weighted targets are binned linearly with their
+   offsets from the nodes: node ``g`` holds ``c_b(g) = sum_i Lambda_g(x_i)
+   w_i (x_i - g)^b [1, y_i]`` (:func:`skl_nw._engine._binned_offsets.offset_bin`);
+2. the node sums are convolved with the *moment stencils* ``K(u) u^e`` and
+   combined binomially into the moments about every node ``g`` itself,
+   ``sum_i omega_i(g) (x_i - g)^a`` with ``omega_i(g)`` the kernel's
+   multilinear interpolant (:func:`~skl_nw._engine._binned_offsets.node_moments`):
+   every term a product of offsets within the kernel's reach, in bandwidths,
+   so nothing cancels wherever the node lies and whatever the bandwidth, and
+   the inputs are exact (only the weights are binned): a polynomial of the
+   fit's degree is reproduced to rounding;
 3. the local problem is solved at every node (:func:`skl_nw._local_fit.fit_local`,
-   the same treatment of degenerate neighbourhoods: the degree drops where
-   the local correlation matrix is ill-conditioned);
-4. the fitted values (and slopes) are interpolated multilinearly to the queries.
+   the same treatment of degenerate neighbourhoods: a column constant over
+   the neighbourhood is dropped, the degree drops where the local
+   correlation matrix is ill-conditioned);
+4. at a query, the local polynomials of the ``2^d`` nodes of its cell are
+   evaluated there and blended with the multilinear weights (and so are
+   their slopes): exact for a polynomial of the fit's degree.
 
 A query outside the grid, or with a corner node whose binned weight sum is
 below the floor of the Nadaraya–Watson binned path (tail and FFT rounding),
 is left to the exact path by the caller.
+
+A pickle holds the training data and the settings only (not the grid's
+arrays, some ``10^6`` values where the data may be a few hundred): loading
+fits the nodes again, the same computation, so the same bits.
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
@@ -31,50 +41,95 @@ from ._engine._binned import (
     BinnedSums,
     _check_size,
     column_range,
-    convolve,
     grid_step,
-    linear_bin,
     make_grid,
     margin_radius,
     truncation_radius,
 )
+from ._engine._binned_offsets import (
+    moment_stencils,
+    node_moments,
+    node_moments_binning_each,
+    offset_bin,
+    powers,
+    sums_fit,
+)
 from ._kernels import Kernel
-from ._local_fit import Moments, blocks, exponents, fit_local, usable_degree
+from ._local_fit import (
+    DEAD_VARIANCE,
+    Moments,
+    blocks,
+    exponents,
+    gram_index,
+    monomials,
+    npar,
+    position,
+    solve,
+    usable_degree,
+)
 
 __all__ = ["BinnedLocalFit", "local_step", "moment_stencils"]
 
-
-def moment_stencils(K, step: np.ndarray, exps: np.ndarray) -> list:
-    """Return the stencils ``K(e) (-e)^a`` for each exponent ``a`` (rows of ``exps``).
-
-    ``K`` as :func:`skl_nw._engine._binned.stencil` returns it (at factor 1):
-    a ``d``-dimensional array over the node offsets ``e`` (in bandwidths), or a
-    list of one-dimensional factors, which stay factors (``prod_j K_j(e_j)
-    (-e_j)^(a_j)``).  The sign makes the convolution
-    ``sum_e T(e) c_(g - e)`` the moment ``sum_g' K(g' - g) (g' - g)^a c_g'``.
-    """
-    if isinstance(K, list):
-        offsets = [(np.arange(len(k)) - len(k) // 2) * s for k, s in zip(K, step, strict=True)]
-        return [[k * (-u) ** int(p) for k, u, p in zip(K, offsets, a, strict=True)] for a in exps]
-    axes = np.meshgrid(
-        *[(np.arange(n) - n // 2) * s for n, s in zip(K.shape, step, strict=True)], indexing="ij"
-    )
-    return [K * np.prod([(-u) ** int(p) for u, p in zip(axes, a, strict=True)], axis=0)
-            for a in exps]  # fmt: skip
+# Relative rounding of the moments about the nodes summed directly, against that of
+# the exact path's kernel sums (~1e-12, which DEAD_VARIANCE is set for): products of
+# offsets within the kernel's reach, each moment summed with its own terms only.
+_DIRECT_ROUNDING = 1e-3
+# Queries blended per pass in predict: (rows, P, k) gathers of node coefficients.
+_PREDICT_ROWS = 1 << 14
 
 
 def local_step(kernel: Kernel, tol: float, d: int, degree: int) -> float:
     """Grid spacing in bandwidths at ``degree``: the pooling one over ``sqrt(2 degree)``.
 
-    Binning replaces each stencil by its multilinear interpolant, an error
-    proportional to its second derivative.  The moment stencils ``K(u) u^a``
-    of the Gaussian (``|a| <= 2 degree``) have second derivatives up to 2
-    (degree 1) and 4.3 (degree 2) times the kernel's own: dividing the
-    spacing by ``sqrt(2 degree)`` keeps their binning error at the
-    Nadaraya–Watson path's.
+    The spacing ``binned_tol`` promises (see
+    :class:`~skl_nw.LocalPolynomialRegressor`), set when the binned fit
+    interpolated its moment stencils ``K(u) u^a``, whose second derivatives
+    are up to 2 (degree 1) and 4.3 (degree 2) times the kernel's own.  The
+    offset binning interpolates the kernel only, so the pooling spacing
+    itself would do (measured on ``test_error_bound``'s data: values within
+    0.07 ``binned_tol``, slopes within 2); the finer one is kept, a margin.
     """
     step = grid_step(kernel, tol, d)
     return step / np.sqrt(2 * degree) if degree >= 1 else step
+
+
+@functools.cache
+def _derivatives(d: int, degree: int) -> tuple[np.ndarray, np.ndarray]:
+    """``d/du_j u^a = a_j u^(a - e_j)``: the index of ``a - e_j`` (0 where ``a_j = 0``), ``a_j``.
+
+    Both of shape (d, P), over the monomials of ``exponents(d, degree)``.
+    """
+    exps = exponents(d, degree)
+    index = np.zeros((d, len(exps)), np.intp)
+    for j in range(d):
+        lower = exps - np.eye(d, dtype=np.intp)[j]
+        has = exps[:, j] > 0
+        index[j, has] = position(d, degree, lower[has])
+    return index, exps.T.astype(float)
+
+
+def node_solve(mom: Moments, M, B, centre, error, degree: int) -> np.ndarray:
+    """Local coefficients about ``centre`` from moments about the nodes: (m, P, k).
+
+    The exact path's floored solve (:func:`skl_nw._local_fit.solve`: dead
+    columns out, the degree dropped where the correlation matrix has an
+    eigenvalue below the floor), with the rounding scale of the binned
+    moments: the moments about the node carry ``_DIRECT_ROUNDING`` of the
+    exact path's relative rounding, plus ``error`` (m, P), the transforms'
+    absolute rounding, carried through the shift to the centre (bounded).  A column
+    constant over the neighbourhood (a constant feature) is dead: its
+    variance is rounding of one or the other.
+    """
+    Mq, Bq = mom.about(M, B, centre)
+    gi = gram_index(mom.d, degree)
+    diag = np.diagonal(gi)[1:]
+    # The shift's terms C(a, b) |centre|^(a - b) error_b sum to at most (1 + |centre|)^a max error.
+    spread = monomials(1.0 + np.abs(centre), 2 * degree)[:, diag] * error.max(axis=1)[:, None]
+    terms = M[:, diag] + monomials(centre, 2 * degree)[:, diag]
+    noise = Mq[:, diag] + _DIRECT_ROUNDING * terms + spread / DEAD_VARIANCE
+    sizes = [npar(mom.d, p) for p in range(degree + 1)]
+    P = npar(mom.d, degree)
+    return solve(Mq[:, gi], Bq[:, :P], noise, sizes)[0]
 
 
 class BinnedLocalFit(BinnedSums):
@@ -103,8 +158,14 @@ class BinnedLocalFit(BinnedSums):
 
     Attributes
     ----------
-    coef : ndarray of shape (G, 1 + n_features, k)
-        Fitted value (targets centred on ``mid``) and slopes at each node.
+    coef : ndarray of shape (G, P, k)
+        The local polynomial of each node, in the monomials of
+        ``exponents(n_features, degree)`` of the scaled offset from the
+        node plus ``centre`` (targets centred on ``mid``): the value there
+        first, then the slopes.
+    centre : ndarray of shape (G, n_features)
+        Offset from each node of the weighted mean of its neighbourhood, the
+        centre of its polynomial (0 at degree 0).
     valid : ndarray of bool of shape (G,)
         Nodes whose binned weight sum is above the floor (fitted).
     """
@@ -123,69 +184,109 @@ class BinnedLocalFit(BinnedSums):
         step = local_step(kernel, tol, d, self.degree)
         self.grid = make_grid(X, step, margin_radius(kernel, tol), active)
         mom = Moments(d, 2 * self.degree, self.degree)
-        _check_size(self.grid.shape, mom.n_plain + mom.n_y * values.shape[1])
+        # The moments, one monomial's offset sums and a convolution's output (_moments
+        # holds all the sums, and node_moments more temporaries, only where they fit).
+        k = values.shape[1]
+        _check_size(self.grid.shape, mom.n_plain + mom.n_y * k + 2 * (1 + k))
         self.total = float(w.sum())
-        self.counts = linear_bin(X, w, values, self.mid, self.grid)
-        M, B, used_fft = self._moments(mom)
-        self.floor = self.floor_for(used_fft, self.grid)
-        self.coef, self.valid = self._fit_nodes(mom, M, B)
+        M, B, error = self._moments(mom)
+        self.floor = self.floor_for(bool(error.any()), self.grid)
+        self.coef, self.centre, self.valid = self._fit_nodes(mom, M, B, error)
         self.sums = None
         self._exact = None
 
-    def _moments(self, mom: Moments):
-        """Moments about every node: plain (n_plain, G) and target (n_y, k, G); whether by FFT."""
-        grid, k = self.grid, self.values.shape[1]
-        K = self.stencil(grid)
-        plain = exponents(grid.lo.size, mom.top)
-        stencils = moment_stencils(K, grid.step, plain)
-        M = np.empty((mom.n_plain, grid.size))
-        B = np.empty((mom.n_y, k, grid.size))
-        used_fft = False
-        for a, T in enumerate(stencils):
-            rows = self.counts if a < mom.n_y else self.counts[-1:]
-            S, fft = convolve(rows, grid.shape, T)
-            used_fft |= fft
-            M[a] = S[-1]
-            if a < mom.n_y:
-                B[a] = S[:-1]
-        return M, B, used_fft
+    def __getstate__(self) -> dict:
+        return {**super().__getstate__(), "degree": self.degree}
 
-    def _fit_nodes(self, mom: Moments, M: np.ndarray, B: np.ndarray):
-        """Solve the local problem at every node above the floor: coef (G, 1 + d, k), valid."""
+    def _moments(self, mom: Moments):
+        """Moments about every node: plain (n_plain, G), target (n_y, k, G), transform rounding.
+
+        The offset sums binned at once where they fit next to the moments,
+        else one monomial at a time (a pass over the data each).
+        """
+        grid, n_y, k = self.grid, mom.n_y, self.values.shape[1]
+        exps = exponents(grid.lo.size, mom.top)
+        stencils = moment_stencils(self.stencil(grid), grid.step, exps)
+        if sums_fit(grid.shape, mom.n_plain + n_y * k):
+            plain, targets = offset_bin(self.X, self.w, self.values, self.mid, grid, exps, n_y)
+            return node_moments(plain, targets, grid.shape, stencils, exps, n_y)
+
+        def bin_one(b: int) -> np.ndarray:
+            plain, targets = offset_bin(self.X, self.w, self.values, self.mid, grid,
+                                        exps[b : b + 1], int(b < n_y))  # fmt: skip
+            return np.concatenate([plain, targets[0]]) if b < n_y else plain
+
+        return node_moments_binning_each(bin_one, grid.size, k, grid.shape, stencils, exps, n_y)
+
+    def _fit_nodes(self, mom: Moments, M: np.ndarray, B: np.ndarray, error: np.ndarray):
+        """Solve the local problem at every node above the floor: coef (G, P, k), centre, valid.
+
+        Each node's problem is solved about the weighted mean of its
+        neighbourhood (``centre``, the offset from the node): in the basis
+        about the node, ``t`` and ``t^2`` are nearly collinear where the data
+        is narrow against its distance from the node (a bandwidth wide
+        against the data: a quadratic fit would drop to a line).
+        """
         G, d, k = self.grid.size, self.grid.lo.size, self.values.shape[1]
         D = M[0]
         valid = (D > self.floor) & (D > 0)
         nodes = np.flatnonzero(valid)
-        coef = np.zeros((G, 1 + d, k))
-        width = min(1 + d, mom.n_y)
+        coef = np.zeros((G, len(exponents(d, self.degree)), k))
+        centre = np.zeros((G, d))
         per_row = (mom.shift.pairs + mom.yshift.pairs * k) * 2 + (mom.n_plain + mom.n_y * k) * 4
         for block in blocks(len(nodes), per_row):
             g = nodes[block]
-            Dg = D[g]
-            Mg = (M[:, g] / Dg).T
-            Bg = np.moveaxis(B[:, :, g] / Dg, 2, 0)
-            fitted = fit_local(mom, Mg, Bg, np.zeros((len(g), d)), self.degree)[0]
-            coef[g, :width] = fitted[:, :width]
-        return coef, valid
+            Mg = (M[:, g] / D[g]).T
+            Bg = np.moveaxis(B[:, :, g] / D[g], 2, 0)
+            if self.degree == 0:
+                coef[g] = Bg[:, :1]
+                continue
+            centre[g] = Mg[:, 1 : d + 1]
+            coef[g] = node_solve(mom, Mg, Bg, centre[g], error[None, :] / D[g, None], self.degree)
+        return coef, centre, valid
 
     def predict(self, Q: np.ndarray, slopes: bool = False):
-        """Interpolated fits at scaled queries ``Q``: values (m, k), slopes (m, d, k), exact mask.
+        """Blended fits at scaled queries ``Q``: values (m, k), slopes (m, d, k), exact mask.
 
-        ``slopes`` (in scaled units) only when asked (else None).  Rows of the
-        mask are outside the grid or have a corner node below the floor: the
-        caller computes them on the exact path.
+        Each corner node's local polynomial is evaluated at the query and the
+        ``2^d`` results blended with the multilinear weights; ``slopes`` (in
+        scaled units, blended alike) only when asked (else None).  Rows of
+        the mask are outside the grid or have a corner node below the floor:
+        the caller computes them on the exact path.
         """
         m, k, d = len(Q), self.values.shape[1], self.grid.lo.size
         out = np.zeros((m, k))
         grad = np.zeros((m, d, k)) if slopes else None
+        redo = np.zeros(m, dtype=bool)
+        for start in range(0, m, _PREDICT_ROWS):
+            rows = slice(start, start + _PREDICT_ROWS)
+            part = self._blend(Q[rows], slopes)
+            out[rows], redo[rows] = part[0], part[2]
+            if slopes:
+                grad[rows] = part[1]
+        out += self.mid
+        return out, grad, redo
+
+    def _blend(self, Q: np.ndarray, slopes: bool):
+        """:meth:`predict` of one block of queries (``mid`` not added)."""
+        m, k, d = len(Q), self.values.shape[1], self.grid.lo.size
+        exps = exponents(d, self.degree)
+        out = np.zeros((m, k))
+        grad = np.zeros((m, d, k)) if slopes else None
         base, fractions, inside = self.grid.cells(Q)
         redo = ~inside
-        for _, flat, weight in self.grid.corners(base, fractions):
+        for corner, flat, weight in self.grid.corners(base, fractions):
             redo |= (weight > 0) & ~self.valid[flat]
-            out += weight[:, None] * self.coef[flat, 0]
+            U = np.column_stack([(f - c) * s for f, c, s in
+                                 zip(fractions, corner, self.grid.step, strict=True)])  # fmt: skip
+            U -= self.centre[flat]
+            basis = powers(U, exps) * weight[:, None]
+            coef = self.coef[flat]  # (m, P, k)
+            out += np.einsum("mp,mpk->mk", basis, coef)
             if slopes:
-                grad += weight[:, None, None] * self.coef[flat, 1:]
-        out += self.mid
+                index, factor = _derivatives(d, self.degree)
+                dbasis = basis[:, index] * factor  # (m, d, P): weight d/du_j u^a
+                grad += np.einsum("mjp,mpk->mjk", dbasis, coef)
         return out, grad, redo
 
     def pool(self, Q, fallback="nearest", options=None):  # pragma: no cover - not a pooling

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from conftest import PROFILES, naive_node_moments
+from conftest import PROFILES, naive_linear_bin
 from skl_nw import BandwidthSearchCV, LocalPolynomialRegressor
 from skl_nw._binned_local import BinnedLocalFit
 from skl_nw._engine._binned import Grid
@@ -51,24 +51,52 @@ def test_error_bound(rng, kernel, d, degree):
     assert binned._fit_method == "binned" and binned.tree_ is None
 
 
+def _interpolated_kernel(X, grid, profile, radius):
+    """``omega_i(g) = sum_g' hat_g'(x_i) K(g' - g)`` (n, G) and the nodes (G, d).
+
+    The kernel's multilinear interpolant over the nodes, from its definition
+    (dense in points and nodes), ``K`` truncated to the box of node offsets
+    within ``radius`` (the stencil's).
+    """
+    nodes = grid.lo + np.indices(grid.shape).reshape(len(grid.shape), -1).T * grid.step
+    hats = naive_linear_bin(X, grid.lo, grid.step, grid.shape, np.eye(len(X)))  # (n, G)
+    gaps = nodes[None] - nodes[:, None]
+    reach = np.ceil(radius / grid.step) * grid.step * (1 + 1e-9)
+    inside = np.all(np.abs(gaps) <= reach, axis=2)
+    return hats @ (profile(np.sqrt((gaps**2).sum(axis=2))) * inside), nodes
+
+
+@pytest.mark.parametrize("path", ["direct", "spectral", "binning_each"])
 @pytest.mark.parametrize("d", [1, 2])
 @pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
-def test_node_moments_against_their_definition(rng, kernel, d):
-    # Moments about every node of the binned data, odd ones included (the sign of the
-    # stencils), on the separable (Gaussian) and the d-dimensional stencil paths.
-    X = rng.uniform(0, 1, size=(300, d))
-    w, y = rng.uniform(0.5, 2, 300), rng.normal(size=(300, 1))
+def test_node_moments_against_their_definition(rng, monkeypatch, kernel, d, path):
+    # Moments about every node with the points where they are and the kernel
+    # interpolated, odd ones included (the sign of the stencils), on the separable
+    # (Gaussian) and the d-dimensional stencil paths; summed directly, by transforms
+    # with the pairs summed between them, or (large grids) one convolution per pair of
+    # sums binned one monomial at a time.
+    from skl_nw._engine import _binned_direct, _binned_offsets
+
+    monkeypatch.setattr(_binned_direct, "_SCATTER_PER_FFT_OP", np.inf if path == "direct" else 0)
+    if path == "binning_each":
+        monkeypatch.setattr(_binned_offsets, "_MAX_GRID_VALUES", 0)
+    X = rng.uniform(0, 1, size=(200, d))
+    w, y = rng.uniform(0.5, 2, 200), rng.normal(size=(200, 1))
     fit = BinnedLocalFit(X, w, y, get_kernel(kernel), 0.2, degree=2)  # a coarse grid
     mom = Moments(d, 4, 2)
-    M, B, _ = fit._moments(mom)
+    M, B, error = fit._moments(mom)
     grid: Grid = fit.grid
     assert grid.size < 2000  # the oracle is dense in node pairs
+    assert error.any() if path == "spectral" else not error.any() if path == "direct" else True
+    omega, nodes = _interpolated_kernel(X, grid, PROFILES[kernel], fit.radius)
+    columns = np.column_stack([y[:, 0] - fit.mid, np.ones(200)]) * w[:, None]  # (n, 2)
     for a, exponent in enumerate(exponents(d, 4)):
-        expected = naive_node_moments(fit.counts, grid.step, grid.shape, PROFILES[kernel], exponent)
+        # sum_i omega_i(g) w_i (x_i - g)^a [y_i - mid, 1] at every node g: (2, G)
+        expected = columns.T @ (omega * np.prod((X[:, None] - nodes[None]) ** exponent, axis=2))
         scale = np.abs(expected).max()
-        np.testing.assert_allclose(M[a], expected[-1], atol=1e-8 * scale)
+        np.testing.assert_allclose(M[a], expected[-1], atol=1e-10 * scale)
         if a < mom.n_y:
-            np.testing.assert_allclose(B[a], expected[:-1], atol=1e-8 * scale)
+            np.testing.assert_allclose(B[a], expected[:-1], atol=1e-10 * scale)
 
 
 @pytest.mark.parametrize("kernel", ["epanechnikov", "gaussian"])

@@ -39,7 +39,7 @@ import numpy as np
 import scipy.fft
 from scipy import ndimage
 
-from .._kernels import Kernel
+from .._kernels import Kernel, get_kernel
 from ._chunks import Options
 from ._dense import compiled
 
@@ -386,6 +386,21 @@ class BinnedSums:
         self.sums, used_fft = convolve(self.counts, self.grid.shape, self.stencil(self.grid))
         self.floor = self.floor_for(used_fft, self.grid)
         self._exact = None
+
+    def __getstate__(self) -> dict:
+        """Return the constructor's arguments, the kernel by name: what the fit needs, no more.
+
+        The grid's arrays (binned counts, convolved sums: ``10^6`` values for a
+        few hundred points in 2-D) are rebuilt on load by the same
+        computation, so a loaded fit predicts the same bits; the kernel record
+        holds functions, which neither pickle nor skops.io should store.
+        """
+        return {"X": self.X, "w": self.w, "values": self.values, "kernel": self.kernel.name,
+                "tol": self.tol, "rtol": self.rtol}  # fmt: skip
+
+    def __setstate__(self, state: dict) -> None:
+        """Fit again from the state of :meth:`__getstate__`."""
+        self.__init__(**{**state, "kernel": get_kernel(state["kernel"])})
 
     def stencil(self, grid: Grid, factor: float = 1.0) -> np.ndarray:
         return stencil(self.kernel, grid.step, self.radius, factor)
