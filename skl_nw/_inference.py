@@ -14,12 +14,14 @@ from scipy.stats import norm
 
 __all__ = [
     "aicc",
-    "criterion_scores",
+    "criterion_parts",
     "gcv",
     "hat_diagonal",
+    "infinite_criterion",
     "interval_from_std",
     "local_constant_std",
     "local_residual_variance",
+    "negated_criterion",
     "nw_gradient",
     "percentile_interval",
     "sandwich_factor",
@@ -242,10 +244,10 @@ def gcv(sigma2: np.ndarray, trace: np.ndarray, n: float) -> np.ndarray:
     return np.where((den > 0) & np.isfinite(value), value, np.inf)
 
 
-def criterion_scores(
-    fits: np.ndarray, hat: np.ndarray, Y: np.ndarray, w: np.ndarray, criterion: str
-) -> np.ndarray:
-    """Return the negated criterion of each candidate (higher is better): (F,).
+def criterion_parts(
+    fits: np.ndarray, hat: np.ndarray, Y: np.ndarray, w: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Return what the in-sample criteria are made of: ``sigma^2``, ``tr H`` and ``n``.
 
     Parameters
     ----------
@@ -259,17 +261,55 @@ def criterion_scores(
     w : ndarray of shape (n,)
         Frequency weights: ``n = sum w`` and ``sigma^2`` the weighted mean
         squared residual (averaged over the k outputs).
-    criterion : {"aicc", "gcv"}
-        Which criterion.
 
     Returns
     -------
-    ndarray of shape (F,)
-        ``-criterion``; ``-inf`` for a candidate with a NaN fit.
+    sigma2, trace : ndarray of shape (F,)
+        Residual variance (NaN for a candidate with a NaN fit) and trace.
+    n : float
+        The number of observations.
     """
     n = float(w.sum())
     residual = ((fits - Y[None]) ** 2).mean(axis=2)  # (F, n)
-    sigma2 = residual @ w / n
-    trace = hat.sum(axis=1)
+    return residual @ w / n, hat.sum(axis=1), n
+
+
+def negated_criterion(sigma2: np.ndarray, trace: np.ndarray, n: float, criterion: str):
+    """Return ``-criterion`` per candidate (higher is better), from :func:`criterion_parts`.
+
+    ``criterion`` is "aicc" or "gcv"; ``-inf`` for a candidate with a NaN fit.
+    """
     value = (aicc if criterion == "aicc" else gcv)(sigma2, trace, n)
     return np.where(np.isnan(sigma2), -np.inf, -value)
+
+
+def infinite_criterion(sigma2: np.ndarray, trace: np.ndarray, n: float, criterion: str) -> str:
+    """Say why ``criterion`` is infinite at every candidate, from its parts (an error message).
+
+    AICc is infinite where ``n <= tr(H) + 2`` (no degrees of freedom left)
+    or the residual variance is 0 (every point fitted exactly, e.g. a
+    constant ``y``); GCV where ``n <= tr(H)``.
+    """
+    reasons = []
+    slack = 2.0 if criterion == "aicc" else 0.0
+    full = trace + slack >= n
+    if full.any():
+        reasons.append(
+            f"n = {n:.6g} (the sum of the sample weights) <= tr(H){' + 2' if slack else ''} "
+            f"for {int(full.sum())} of {len(trace)} candidates (smallest tr(H) "
+            f"{np.nanmin(trace):.4g}: too few observations for the smoother's degrees "
+            "of freedom)"
+        )
+    exact = sigma2 == 0
+    if criterion == "aicc" and exact.any():
+        reasons.append(
+            f"the residual variance is 0 for {int(exact.sum())} of {len(sigma2)} candidates "
+            "(every point fitted exactly, as with a constant y: log(0) = -inf is no score)"
+        )
+    if np.isnan(sigma2).any():
+        reasons.append(f"{int(np.isnan(sigma2).sum())} candidates have a NaN fit")
+    return (
+        f"criterion={criterion!r} is infinite for every candidate bandwidth: "
+        + "; ".join(reasons)
+        + ". Use criterion='loo', or more (and varied) data."
+    )

@@ -50,6 +50,43 @@ class MixedLocalLeaveOneOut(MixedLeaveOneOut):
                 out[t, f] = fit_local(mom, M, B, base.Z / factor, base.degree)[0][:, 0]
         return out if rows is None else out[:, :, rows]
 
+    def fits(self, factors, n_jobs=None, lambdas=None):
+        """In-sample fits (F, n, k) and hat diagonal (F, n); (L, F, ...) for ``lambdas``.
+
+        With ``lambdas`` every lambda vector comes from one grouped pass (the
+        point itself included): ``H_ii`` is its attention weight
+        ``w_i L(z_i, z_i) / sum_g L(z_i, g) S_ig`` (``K(0) = 1``) times
+        ``e_1 . G^-1 e_1``, as in :meth:`skl_nw._local_loo.LocalLeaveOneOut.fits`.
+        """
+        if lambdas is None:
+            return self.base.fits(factors, n_jobs)
+        lambdas = np.atleast_2d(np.asarray(lambdas, dtype=np.float64))
+        factors = np.asarray(factors, dtype=np.float64)
+        base, Y = self.base, self.targets
+        n, k, degree = len(Y), Y.shape[1], base.fit_degree
+        mom = Moments(base.Z.shape[1], 2 * degree, degree)
+        sums = _engine.kernel_sums(
+            None, self._cells(), base.kernel, values=mom.values(base.Z, Y), factors=factors,
+            grouped=True, fallback=base.fallback,
+            options=_engine.Options(rtol=base.rtol, n_jobs=n_jobs),
+        )  # fmt: skip
+        rows = np.arange(n)
+        log_w = self.train.to_caller(self.train.log_w)
+        fitted = np.empty((len(lambdas), len(factors), n, k))
+        hat = np.empty((len(lambdas), len(factors), n))
+        for t, lam in enumerate(lambdas):
+            logL = self._cell_log(self.tables(lam), rows)
+            for f, factor in enumerate(factors):
+                M, B, weights = _combine(mom, sums, f, logL, k)
+                M, B = mom.rescale(M, B, factor)
+                coef, a, _, _ = fit_local(mom, M, B, base.Z / factor, degree)
+                # Point i's attention weight: its cell's share (weights) times its own
+                # part of that cell's sum, w_i K(0) / S_ic (the discrete factor cancels).
+                own = log_w - sums.shift[:, f] - sums.log_scale[rows, f, 0, self.cell_of]
+                share = weights[rows, self.cell_of] * np.exp(own)
+                fitted[t, f], hat[t, f] = coef[:, 0], share * a[:, 0]
+        return fitted, hat
+
     def loss_grad(self, theta, rows, loss_fn, row_weights):
         """Leave-one-out loss at ``rows`` and its gradient in ``theta`` (n_features,)."""
         factors, lambdas, dlam = self._split(theta)

@@ -97,7 +97,8 @@ class BandwidthSearchCV(
         and 1 times each feature's largest (0.95 for the Wang–van Ryzin
         kernel, whose largest is excluded): for ``cv="loo"`` every lambda
         vector of the grid is scored from one pass (the sums per cell of
-        categories do not depend on lambda).
+        categories do not depend on lambda), by leave-one-out or by an
+        in-sample ``criterion`` alike.
     cv : "loo", int, cross-validation generator or iterable, default="loo"
         "loo" scores the closed-form leave-one-out predictions; anything else
         is passed to GridSearchCV (``None`` is its 5-fold default).  Only
@@ -111,12 +112,15 @@ class BandwidthSearchCV(
         criteria that need one fit per candidate, no held-out point:
         "aicc", the corrected AIC of Hurvich, Simonoff & Tsai (1998),
         ``log sigma^2 + (1 + tr(H) / n) / (1 - (tr(H) + 2) / n)`` (+inf where the
-        denominator is not positive), and "gcv", generalised cross-validation,
-        ``sigma^2 / (1 - tr(H) / n)^2``; ``sigma^2`` is the mean squared
-        in-sample residual, ``tr(H) = sum_i H_ii`` the trace of the smoother
-        (``H_ii`` a point's weight in its own fit), sample weights frequency
-        weights (``n = sum w``).  ``best_score_`` and ``mean_test_score`` then
-        hold the negated criterion.  They need ``method="grid"`` and
+        denominator is not positive or ``sigma^2 = 0``), and "gcv", generalised
+        cross-validation, ``sigma^2 / (1 - tr(H) / n)^2`` (+inf where
+        ``tr(H) >= n``); where every candidate is infinite, a ValueError says
+        which of these held (e.g. AICc on 3 points, or a constant y).
+        ``sigma^2`` is the mean squared in-sample residual, ``tr(H) = sum_i
+        H_ii`` the trace of the smoother (``H_ii`` a point's weight in its own
+        fit), sample weights frequency weights (``n = sum w``).
+        ``best_score_`` and ``mean_test_score`` then hold the negated
+        criterion.  They need ``method="grid"`` and
         ``cv="loo"`` and take no ``scoring``.
     per_feature : bool or "auto", default="auto"
         For ``method="sgd"`` and ``"lbfgs"``: learn one bandwidth per feature (True) or one
@@ -149,11 +153,11 @@ class BandwidthSearchCV(
     n_jobs : int, default=None
         Threads for the closed-form leave-one-out, workers for GridSearchCV.
     verbose : int, default=0
-        Progress on standard output.  1: a start line (samples, features,
-        candidates or epochs, the path, the neighbour search of the fitted
-        estimator: brute force or its ``tree_`` class), a progress line with the
-        fraction done and the time left at most every few seconds (within a
-        long SGD or L-BFGS-B pass, the training rows done), and a final line
+        Progress on standard output; it never changes what is computed.  1: a
+        start line (samples, features, candidates or epochs, the path, what
+        scores the candidates: "binned grid", brute force or a tree's class),
+        a progress line with the fraction done and the time left at most every
+        few seconds (within a long pass, the training rows done), and a final line
         with the selected bandwidths' range and the time taken.  2: also one
         line per candidate score, SGD epoch or L-BFGS-B iteration (its loss).
         3: whole bandwidth
@@ -229,6 +233,19 @@ class BandwidthSearchCV(
     own ``set_score_request`` says.  The leave-one-out paths weight fits and
     scores alike, so they need both requests or neither; with an integer
     ``cv``, GridSearchCV routes each one separately.
+
+    Binned estimators (``algorithm="binned"``, or a ``binned_tol`` that
+    ``algorithm="auto"`` takes): the binned grid's size grows as ``h^-d``
+    (some 1e9 nodes at the smallest default candidate for 300 points in 2-D),
+    so a candidate's leave-one-out predictions come from the grid only where
+    it holds at most ``n^2 / 16`` nodes (``n`` training points: beyond that
+    the exact path is cheaper) and within the binned path's memory limit;
+    the smaller candidates are scored on the exact path, exactly as the
+    estimator with ``algorithm="auto"`` scores them.  The in-sample criteria
+    and the local polynomial's leave-one-out are exact on every algorithm,
+    so those searches run entirely on the exact path, whose neighbour search
+    is chosen by measurement as for ``algorithm="auto"``.  ``best_estimator_``
+    is refitted with the estimator's own algorithm.
 
     Adam rather than momentum: per-feature log-bandwidth gradients differ by
     orders of magnitude between relevant and irrelevant features, and Adam's

@@ -48,8 +48,8 @@ class _Fitting:
 
     def _finish_gradient(self, Xu, yu, wu, bandwidth) -> np.ndarray:
         """Score the selected bandwidth (``best_score_``) and return it."""
-        base, P = self._loo_predictions(Xu, yu, wu, bandwidth, np.ones(1))
-        self.best_score_ = self._score(base, P[0], yu, wu)
+        base, P = self._loo_predictions(Xu, yu, wu, bandwidth)
+        self.best_score_ = self._score(base, P, yu, wu)
         return bandwidth
 
     def _fit_lbfgs(self, Xu, yu, wu) -> np.ndarray:

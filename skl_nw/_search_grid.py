@@ -15,10 +15,11 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import Pipeline
 
 from . import _search_mixed
-from ._inference import criterion_scores
+from ._inference import criterion_parts, infinite_criterion, negated_criterion
 from ._search_candidates import DEFAULT_FACTORS
+from ._search_paths import scoring_paths
 from ._search_results import edge_of, grid_results, warn_at_edge
-from ._search_support import _backend, loo_base
+from ._search_support import _backend
 
 __all__ = ["_Grid"]
 
@@ -26,63 +27,78 @@ __all__ = ["_Grid"]
 # 2^(1/4) step, a factor 4) at most EXTEND_BLOCKS times: up to 2^-11.5 and 2^10.25.
 EXTEND_STEPS = 8
 EXTEND_BLOCKS = 3
-# With verbose, a grid of multiples of one bandwidth (one engine call) runs in this many
-# blocks of rows, so that progress lines can come between them.
+# On the exact path a grid of multiples of one bandwidth (one engine call) runs in up
+# to _ROW_BLOCKS blocks of at least _MIN_BLOCK_ROWS training rows, so that a long pass
+# can report its progress between them (whatever verbose is: the same calls either way).
 _ROW_BLOCKS = 50
+_MIN_BLOCK_ROWS = 2048
 
 
 class _Grid:
     """The grid routes of :class:`BandwidthSearchCV` (a mixin: it uses the search's methods)."""
 
-    def _loo_predictions(self, Xu, yu, wu, base_bandwidth, factors, announce=None, rows=False):
-        """Leave-one-out predictions for ``factor * base_bandwidth``, rows in training order.
+    def _loo_predictions(self, Xu, yu, wu, bandwidth) -> tuple:
+        """Return the fitted estimator and its leave-one-out predictions (n, k) at ``bandwidth``."""
+        (path,) = scoring_paths(self.estimator, Xu, yu, wu, bandwidth, np.ones(1), self.n_jobs,
+                                "loo")  # fmt: skip
+        return path.fitted, self._path_predictions(path, len(Xu))[0]
 
-        ``announce`` (the number of samples) prints the start line once the
-        backend is chosen; ``rows=True`` computes the rows in blocks and
-        reports the progress between them (verbose only: one engine call is
-        otherwise one step).
+    def _path_predictions(self, path, n: int) -> np.ndarray:
+        """Leave-one-out predictions (F, n, k) of one path, in blocks of rows where it can.
+
+        The blocks do not depend on ``verbose`` (progress never changes what is
+        computed); between them, a long pass reports how far it has gone.
         """
-        base = loo_base(self.estimator, Xu, yu, wu, base_bandwidth, factors, self.n_jobs)
-        if announce is not None:
-            self._announce(announce, Xu, wu, _backend(base))
-        loo = base._leave_one_out()
-        if not (rows and self.verbose):
-            return base, loo.predictions(factors, n_jobs=self.n_jobs)
-        blocks = np.array_split(np.arange(len(Xu)), min(len(Xu), _ROW_BLOCKS))
+        loo = path.fitted._leave_one_out()
+        n_blocks = min(_ROW_BLOCKS, n // _MIN_BLOCK_ROWS) if path.by_rows else 1
+        if n_blocks <= 1:
+            return loo.predictions(path.factors, n_jobs=self.n_jobs)
         parts = []
-        for block in blocks:
-            parts.append(loo.predictions(factors, n_jobs=self.n_jobs, rows=block))
-            self._progress.update(block[-1] + 1, len(Xu), "training rows")
-        return base, np.concatenate(parts, axis=1)
+        for block in np.array_split(np.arange(n), n_blocks):
+            parts.append(loo.predictions(path.factors, n_jobs=self.n_jobs, rows=block))
+            self._progress.update(block[-1] + 1, n, "training rows")
+        return np.concatenate(parts, axis=1)
 
-    def _score_multiples(self, Xu, yu, wu, bandwidth, factors, announce=None, rows=False):
-        """Scores and per-row standard deviations of ``factor * bandwidth``, per factor."""
+    def _criterion_scores(self, fits, hat, yu, wu) -> np.ndarray:
+        """Negated in-sample criterion per candidate; keeps its parts for an error message."""
+        sigma2, trace, n = criterion_parts(fits, hat, yu.reshape(len(yu), -1), wu)
+        self._criterion_terms.append((sigma2, trace, n))
+        return negated_criterion(sigma2, trace, n, self.criterion)
+
+    def _score_multiples(self, Xu, yu, wu, bandwidth, factors, announce=None):
+        """Scores and per-row standard deviations of ``factor * bandwidth``, per factor.
+
+        Each candidate is scored on the path :func:`scoring_paths` gives it
+        (the binned grid or the exact path); ``announce`` (the number of
+        samples) prints the start line once they are chosen.
+        """
         start = time.perf_counter()
-        # Fitted at the smallest candidate, the others its multiples >= 1 (the binned
-        # path coarsens its grid for those, never refines it).
-        low = float(np.min(factors))
-        bandwidth, factors = bandwidth * low, np.asarray(factors) / low
-        if self.criterion != "loo":  # in-sample fits and hat diagonal of the protocol
-            base = loo_base(self.estimator, Xu, yu, wu, bandwidth, factors, self.n_jobs)
-            if announce is not None:
-                self._announce(announce, Xu, wu, _backend(base))
-            fits, hat = base._leave_one_out().fits(factors, n_jobs=self.n_jobs)
-            self._grid_time[0] += time.perf_counter() - start
-            Y = yu.reshape(len(yu), -1)
-            scores = criterion_scores(fits, hat, Y, wu, self.criterion)
-            return np.asarray(scores, dtype=float), np.full(len(factors), np.nan)
-        base, P = self._loo_predictions(Xu, yu, wu, bandwidth, factors, announce, rows)
-        middle = time.perf_counter()
-        self._grid_time[0] += middle - start
-        scores = np.array([self._score(base, P_t, yu, wu) for P_t in P])
-        stds = np.array([self._row_std(base, P_t, yu, wu) for P_t in P])
-        self._grid_time[1] += time.perf_counter() - middle
+        paths = scoring_paths(self.estimator, Xu, yu, wu, bandwidth, factors, self.n_jobs,
+                              self.criterion)  # fmt: skip
+        if announce is not None:
+            self._announce(announce, Xu, wu, " and ".join(p.backend for p in paths))
+        scores = np.empty(len(factors))
+        stds = np.full(len(factors), np.nan)
+        for path in paths:
+            if self.criterion != "loo":  # in-sample fits and hat diagonal of the protocol
+                fits, hat = path.fitted._leave_one_out().fits(path.factors, n_jobs=self.n_jobs)
+                middle = time.perf_counter()
+                scores[path.part] = self._criterion_scores(fits, hat, yu, wu)
+            else:
+                P = self._path_predictions(path, len(Xu))
+                middle = time.perf_counter()
+                scores[path.part] = [self._score(path.fitted, P_t, yu, wu) for P_t in P]
+                stds[path.part] = [self._row_std(path.fitted, P_t, yu, wu) for P_t in P]
+            self._grid_time[0] += middle - start
+            start = time.perf_counter()
+            self._grid_time[1] += start - middle
         return scores, stds
 
     def _fit_grid_loo(self, Xu, yu, wu, n_samples: int) -> np.ndarray:
         cats, _ = self._categories_of(Xu)
         self._grid_time = [0.0, 0.0]  # seconds of predictions (fits) and of scoring
-        if cats is not None and self.bandwidths is None and self.criterion == "loo":
+        self._criterion_terms = []  # (sigma^2, tr H, n) of each block of in-sample scores
+        if cats is not None and self.bandwidths is None:
             return self._fit_grid_mixed(Xu, yu, wu, n_samples, cats)
         if cats is None and self.bandwidths is None:
             return self._fit_default_grid(Xu, yu, wu, n_samples)
@@ -101,8 +117,7 @@ class _Grid:
         scores, stds = [], []
         for i, (bandwidth, group_factors) in enumerate(groups):
             announce = n_samples if i == 0 else None
-            s, sd = self._score_multiples(Xu, yu, wu, bandwidth, group_factors, announce,
-                                          rows=len(groups) == 1)  # fmt: skip
+            s, sd = self._score_multiples(Xu, yu, wu, bandwidth, group_factors, announce)
             self._report_scores(candidates, len(scores), s)
             scores.extend(s)
             stds.extend(sd)
@@ -112,7 +127,7 @@ class _Grid:
         """Score the default multiples of the rule of thumb; extend them past a best end."""
         base = self._base_bandwidth(Xu, wu)
         factors = DEFAULT_FACTORS
-        scores, stds = self._score_multiples(Xu, yu, wu, base, factors, n_samples, rows=True)
+        scores, stds = self._score_multiples(Xu, yu, wu, base, factors, n_samples)
         self._report_scores([f * base for f in factors], 0, scores)
         step = 2.0 ** (np.arange(1, EXTEND_STEPS + 1) / 4)
         for _ in range(EXTEND_BLOCKS):
@@ -131,7 +146,11 @@ class _Grid:
         return self._record_grid([f * base for f in factors], scores, stds, None)
 
     def _fit_grid_mixed(self, Xu, yu, wu, n_samples: int, cats) -> np.ndarray:
-        """Score the default grid on mixed data: every lambda vector from one pass (see Notes)."""
+        """Score the default grid on mixed data: every lambda vector from one pass.
+
+        Leave-one-out predictions, or in-sample fits and hat diagonals for the
+        criteria, all from the per-cell sums of one pass (see Notes).
+        """
         start = time.perf_counter()
         base = self._base_bandwidth(Xu, wu)
         candidates, grid = _search_mixed.candidates(cats, base, DEFAULT_FACTORS)
@@ -148,10 +167,7 @@ class _Grid:
     def _record_grid(self, candidates: list, scores, stds, cats) -> np.ndarray:
         """Set the grid's results; warn if the best is an end of the grid; return it."""
         if not np.isfinite(scores).any():
-            raise ValueError(
-                "No candidate bandwidth could be scored: with fallback='nan' every candidate "
-                "left some training point without a neighbour."
-            )
+            raise ValueError(self._unscorable())
         self.best_index_ = int(np.argmax(scores))
         best = candidates[self.best_index_]
         n = len(candidates)
@@ -165,6 +181,17 @@ class _Grid:
         continuous = None if cats is None else ~cats.mask
         warn_at_edge(edge_of(candidates, self.best_index_, continuous), self.bandwidths)
         return best
+
+    def _unscorable(self) -> str:
+        """Why no candidate has a finite score (the error message)."""
+        if self.criterion != "loo":
+            sigma2, trace, n = zip(*self._criterion_terms, strict=True)
+            return infinite_criterion(np.concatenate(sigma2), np.concatenate(trace), n[0],
+                                      self.criterion)  # fmt: skip
+        return (
+            "No candidate bandwidth could be scored: with fallback='nan' every candidate "
+            "left some training point without a neighbour."
+        )
 
     def _fit_grid_cv(self, X, y, candidates: list, params: dict, continuous) -> None:
         """GridSearchCV over ``candidates``; ``continuous`` masks the searched step's features."""

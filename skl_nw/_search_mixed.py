@@ -17,6 +17,7 @@ from sklearn.base import clone, is_classifier
 from sklearn.utils import _safe_indexing
 
 from ._base import rule_of_thumb
+from ._search_mixed_fits import fits_over_lambdas
 
 # Default lambdas of each categorical feature, as fractions of its kernel's largest
 # (0: split by category; 1: ignore the feature, or 0.95 where 1 is not admissible).
@@ -70,6 +71,8 @@ def grid_scores(search, Xu, yu, wu, base, factors, grid, score) -> np.ndarray:
     """Scores of every (lambda, factor) candidate, lambda-major, from one pass."""
     est = clone(search.estimator).set_params(bandwidth=base).fit(Xu, yu, wu)
     loo = est._leave_one_out()
+    if search.criterion != "loo":
+        return _criterion_scores(search, est, loo, Xu, yu, wu, base, factors, grid), est
     if takes_lambdas(loo):  # every lambda from one pass over the cells
         P = loo.predictions(factors, n_jobs=search.n_jobs, lambdas=grid)
     else:  # one pass per lambda vector
@@ -84,6 +87,20 @@ def grid_scores(search, Xu, yu, wu, base, factors, grid, score) -> np.ndarray:
         mse = np.einsum("lfnk,n->lf", (P - Y) ** 2, wu / wu.sum()) / Y.shape[1]
         return np.where(np.isnan(mse), -np.inf, -mse).ravel(), est
     return np.array([score(est, P_lf, yu, wu) for P_l in P for P_lf in P_l]), est
+
+
+def _criterion_scores(search, est, loo, Xu, yu, wu, base, factors, grid) -> np.ndarray:
+    """In-sample criterion of every (lambda, factor) candidate, lambda-major."""
+    if takes_lambdas(loo):  # fits and hat diagonals of every lambda from one pass
+        fits, hat = fits_over_lambdas(loo, factors, grid, search.n_jobs)
+    else:  # one pass per lambda vector
+        fits, hat = zip(*[
+            clone(est).set_params(bandwidth=_with(base, est.is_categorical_, lam)).fit(Xu, yu, wu)
+            ._leave_one_out().fits(factors, n_jobs=search.n_jobs)
+            for lam in grid
+        ], strict=True)  # fmt: skip
+    return np.concatenate([search._criterion_scores(F, H, yu, wu)
+                           for F, H in zip(fits, hat, strict=True)])  # fmt: skip
 
 
 def takes_lambdas(loo) -> bool:
