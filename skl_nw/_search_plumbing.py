@@ -50,7 +50,9 @@ class _Plumbing:
     def _validate(self, X: ArrayLike, y: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         classifier = is_classifier(self.estimator)
         step = _nw_step(self.estimator)
-        if step is not None and _categorical.resolve(step, X) is not None:
+        cats = _categorical.resolve(step, X) if step is not None else None
+        _categorical.check_numeric(X, None if cats is None else cats.mask)
+        if cats is not None:
             # Categorical features: the estimator encodes them; a DataFrame stays one.
             Xv, y = validate_data(self, X, y, dtype=None, ensure_all_finite=False,
                                   multi_output=not classifier)  # fmt: skip

@@ -129,3 +129,14 @@ def test_significance_test_names_an_undeclared_string_column():
     remedy = re.escape("categorical_features=['region']")
     with pytest.raises(ValueError, match=_named("region", 1) + ".*" + remedy):
         significance_test(NadarayaWatsonRegressor(), X, y, [0], n_boot=9)
+
+
+def test_bandwidth_search_names_an_undeclared_string_column():
+    from skl_nw import BandwidthSearchCV
+
+    rng = np.random.default_rng(5)
+    X = _frame(rng).assign(region=lambda f: f["region"].astype(object))[["x", "region"]]
+    y = rng.normal(size=len(X))
+    remedy = re.escape("categorical_features=['region']")
+    with pytest.raises(ValueError, match=_named("region", 1) + ".*" + remedy):
+        BandwidthSearchCV(NadarayaWatsonRegressor()).fit(X, y)

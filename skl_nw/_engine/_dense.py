@@ -55,7 +55,7 @@ def compiled():
     try:
         from . import _compiled as module
 
-        module.warm_up()  # compile (or load) the exponential: a broken numba fails here, not in a predict
+        module.warm_up()  # compile (or load) the exponential: a broken numba fails here
     except ImportError:  # numba is not installed (or does not support this numpy)
         return None
     except Exception as error:  # e.g. no writable cache directory, a failed compilation
