@@ -18,7 +18,9 @@ Run ``python -m benchmarks binned`` (about 5-8 minutes on 2 cores) or
 6. Local linear (``LocalPolynomialRegressor(degree=1)``), d = 1, n = 1e6 and 1e7:
    binned fit + predict of 1e5 queries, max error against a direct local-linear
    summation on a subsample of queries, and the exact brute-force path (timed on
-   a subsample of queries, extrapolated linearly in m).
+   a subsample of queries, extrapolated linearly in m).  Then d = 2, n = 1e6,
+   bandwidth 0.3, ``binned_tol=1e-3``, degrees 1 and 2: binned fit + predict of
+   1e5 queries and the max error against the exact brute-force path on 50.
 
 ``--only local`` runs section 6 alone.
 """
@@ -40,7 +42,7 @@ from skl_nw import (
     rule_of_thumb,
 )
 
-from ._common import describe, environment, table, timings
+from ._common import describe, environment, spread, table, timings
 
 CUTOFF = 12.0  # bandwidths: exp(-72) ~ 5e-32
 
@@ -114,6 +116,27 @@ def section_local(sizes, m, n_check, tol):
                  "nodes", "binned fit + predict (s)", f"max error / range ({n_check} queries)",
                  "exact brute (s, extrapolated)", "brute error / range", "speed-up"],
                 rows))  # fmt: skip
+
+
+def section_local_2d(n, m, n_check, tol, h=0.3):
+    X, y, rng = make_data(n, 2)
+    Q = rng.normal(size=(m, 2))
+    rows = []
+    for degree in (1, 2):
+
+        def run(degree=degree):
+            params = {"degree": degree, "algorithm": "binned", "binned_tol": tol}
+            est = LocalPolynomialRegressor(h, **params).fit(X, y)
+            return est.predict(Q), est
+
+        (P, est), times = timings(run, repeat=3)
+        exact = LocalPolynomialRegressor(h, degree=degree, algorithm="brute").fit(X, y)
+        error = np.abs(P[:n_check] - exact.predict(Q[:n_check])).max() / np.ptp(y)
+        shape = " x ".join(str(s) for s in est._binned.grid.shape)
+        rows.append([str(degree), shape, spread(times), f"{error:.1e}"])
+    print(table([f"local polynomial, d = 2, n = {n:.0e}, h = {h}, {m:.0e} queries, "
+                 f"binned_tol={tol:g}: degree", "grid", "binned fit + predict (s)",
+                 f"max error / range ({n_check} queries)"], rows))  # fmt: skip
 
 
 def binned_run(X, y, h, Q, tol):
@@ -262,8 +285,11 @@ def main(argv=None) -> None:
     quick = args.quick
     local = ([10**5] if quick else [10**6, 10**7], 10**4 if quick else 10**5,
              100 if quick else 200, 1e-6)  # fmt: skip
+    local_2d = (10**5 if quick else 10**6, 10**4 if quick else 10**5, 50, 1e-3)
     if args.only == "local":
         section_local(*local)
+        print()
+        section_local_2d(*local_2d)
         return
     section_1d(10**5 if quick else 10**7, 10**4 if quick else 10**5, 200 if quick else 2000,
                (1e-5, 1e-6) if quick else (1e-4, 1e-5, 1e-6), [])  # fmt: skip
@@ -280,3 +306,5 @@ def main(argv=None) -> None:
     section_convolution(10**5)
     print()
     section_local(*local)
+    print()
+    section_local_2d(*local_2d)

@@ -14,10 +14,12 @@ KernSmooth's ``locpoly`` (Wand 1994), with the points kept where they are:
    so nothing cancels wherever the node lies and whatever the bandwidth, and
    the inputs are exact (only the weights are binned): a polynomial of the
    fit's degree is reproduced to rounding;
-3. the local problem is solved at every node (:func:`skl_nw._local_fit.fit_local`,
-   the same treatment of degenerate neighbourhoods: a column constant over
-   the neighbourhood is dropped, the degree drops where the local
-   correlation matrix is ill-conditioned);
+3. the local problem is solved at every node about the weighted mean of its
+   neighbourhood (:func:`skl_nw._local_fit.solve_about`, the exact path's
+   compiled pass where numba is available: the same treatment of
+   degenerate neighbourhoods, a column constant over the neighbourhood
+   dropped, the degree lowered where the local correlation matrix is
+   ill-conditioned, with the transforms' rounding added to the noise level);
 4. at a query, the local polynomials of the ``2^d`` nodes of its cell are
    evaluated there and blended with the multilinear weights (and so are
    their slopes): exact for a polynomial of the fit's degree.
@@ -28,7 +30,8 @@ is left to the exact path by the caller.
 
 A pickle holds the training data and the settings only (not the grid's
 arrays, some ``10^6`` values where the data may be a few hundred): loading
-fits the nodes again, the same computation, so the same bits.
+fits the nodes again, the same computation, so the same bits (where numba
+is used as it was at the fit: its passes and numpy's round differently).
 """
 
 from __future__ import annotations
@@ -62,9 +65,8 @@ from ._local_fit import (
     exponents,
     gram_index,
     monomials,
-    npar,
     position,
-    solve,
+    solve_about,
     usable_degree,
 )
 
@@ -111,25 +113,20 @@ def _derivatives(d: int, degree: int) -> tuple[np.ndarray, np.ndarray]:
 def node_solve(mom: Moments, M, B, centre, error, degree: int) -> np.ndarray:
     """Local coefficients about ``centre`` from moments about the nodes: (m, P, k).
 
-    The exact path's floored solve (:func:`skl_nw._local_fit.solve`: dead
-    columns out, the degree dropped where the correlation matrix has an
-    eigenvalue below the floor), with the rounding scale of the binned
+    The exact path's floored solve (:func:`skl_nw._local_fit.solve_about`,
+    compiled where numba is available: dead columns out, the degree dropped
+    where the correlation matrix has an eigenvalue below the floor), with
+    the rounding scale of the binned
     moments: the moments about the node carry ``_DIRECT_ROUNDING`` of the
     exact path's relative rounding, plus ``error`` (m, P), the transforms'
     absolute rounding, carried through the shift to the centre (bounded).  A column
     constant over the neighbourhood (a constant feature) is dead: its
     variance is rounding of one or the other.
     """
-    Mq, Bq = mom.about(M, B, centre)
-    gi = gram_index(mom.d, degree)
-    diag = np.diagonal(gi)[1:]
+    diag = np.diagonal(gram_index(mom.d, degree))[1:]
     # The shift's terms C(a, b) |centre|^(a - b) error_b sum to at most (1 + |centre|)^a max error.
     spread = monomials(1.0 + np.abs(centre), 2 * degree)[:, diag] * error.max(axis=1)[:, None]
-    terms = M[:, diag] + monomials(centre, 2 * degree)[:, diag]
-    noise = Mq[:, diag] + _DIRECT_ROUNDING * terms + spread / DEAD_VARIANCE
-    sizes = [npar(mom.d, p) for p in range(degree + 1)]
-    P = npar(mom.d, degree)
-    return solve(Mq[:, gi], Bq[:, :P], noise, sizes)[0]
+    return solve_about(mom, M, B, centre, degree, _DIRECT_ROUNDING, spread / DEAD_VARIANCE)
 
 
 class BinnedLocalFit(BinnedSums):

@@ -426,15 +426,37 @@ def _fit_block(mom: Moments, M, B, q, degree: int):
     return coef, a, Mq, Bq
 
 
-def _fit_compiled(kernels, mom: Moments, M, B, q, degree: int):
-    """:func:`fit_local` by the compiled pass."""
+def _fit_compiled(kernels, mom: Moments, M, B, q, degree: int, rounding=1.0, extra=None):
+    """:func:`fit_local` by the compiled pass (noise level as :func:`solve_about`)."""
     m, P, k = len(q), npar(q.shape[1], degree), B.shape[2]
     coef, a = np.empty((m, P, k)), np.empty((m, P))
     Mq, Bq = np.empty((m, mom.n_plain, 1)), np.empty((m, mom.n_y, k))
     M, B, q = (np.ascontiguousarray(x) for x in (M[:, :, None], B, q))
     tables = _compiled_tables(mom.d, mom.top, mom.ytop, degree)
-    kernels.local_fit(M, B, q, *tables, EIGEN_FLOOR, DEAD_VARIANCE, coef, a, Mq, Bq)
+    extra = np.zeros((1, P - 1)) if extra is None else np.ascontiguousarray(extra, dtype=float)
+    kernels.local_fit(M, B, q, *tables, EIGEN_FLOOR, DEAD_VARIANCE, coef, a, Mq, Bq,
+                      float(rounding), extra)  # fmt: skip
     return coef, a, Mq[:, :, 0], Bq
+
+
+def solve_about(mom: Moments, M, B, q, degree: int, rounding: float, extra) -> np.ndarray:
+    """Return local coefficients about ``q`` (m, P, k) from moments rounded more than exact sums.
+
+    :func:`solve` after the shift to ``q`` (as :func:`fit_local`, in the
+    given units), a column dead where its variance is below
+    ``DEAD_VARIANCE`` times ``Mq + rounding (M + q^2a) + extra`` on the
+    Gram diagonal (``extra`` (m, P - 1), absolute): the binned local fits'
+    moments, summed with other rounding.  Compiled where numba is
+    available (one pass), else numpy.
+    """
+    kernels = compiled()
+    if kernels is not None:
+        return _fit_compiled(kernels, mom, M, B, q, degree, rounding, extra)[0]
+    Mq, Bq = mom.about(M, B, q)
+    gi, diag, sizes = _basis(mom.d, degree)
+    terms = M[:, diag] + monomials(q, 2 * degree)[:, diag]
+    noise = Mq[:, diag] + rounding * terms + extra
+    return solve(Mq[:, gi], Bq[:, : npar(mom.d, degree)], noise, sizes.tolist())[0]
 
 
 @functools.cache

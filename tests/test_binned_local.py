@@ -66,17 +66,26 @@ def _interpolated_kernel(X, grid, profile, radius):
     return hats @ (profile(np.sqrt((gaps**2).sum(axis=2))) * inside), nodes
 
 
+def _compiled_or_not(monkeypatch, module, compiled: bool):
+    """Make ``module`` use the compiled kernels (even under SKL_NW_DISABLE_NUMBA) or numpy."""
+    kernels = pytest.importorskip("skl_nw._engine._compiled") if compiled else None
+    monkeypatch.setattr(module, "compiled", lambda: kernels)
+
+
+@pytest.mark.parametrize("compiled", [True, False])
 @pytest.mark.parametrize("path", ["direct", "spectral", "binning_each"])
 @pytest.mark.parametrize("d", [1, 2])
 @pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
-def test_node_moments_against_their_definition(rng, monkeypatch, kernel, d, path):
+def test_node_moments_against_their_definition(rng, monkeypatch, kernel, d, path, compiled):
     # Moments about every node with the points where they are and the kernel
     # interpolated, odd ones included (the sign of the stencils), on the separable
     # (Gaussian) and the d-dimensional stencil paths; summed directly, by transforms
     # with the pairs summed between them, or (large grids) one convolution per pair of
-    # sums binned one monomial at a time.
+    # sums binned one monomial at a time; offset binning and the pairs' sums compiled
+    # (even where SKL_NW_DISABLE_NUMBA turns them off) or by numpy.
     from skl_nw._engine import _binned_direct, _binned_offsets
 
+    _compiled_or_not(monkeypatch, _binned_offsets, compiled)
     monkeypatch.setattr(_binned_direct, "_SCATTER_PER_FFT_OP", np.inf if path == "direct" else 0)
     if path == "binning_each":
         monkeypatch.setattr(_binned_offsets, "_MAX_GRID_VALUES", 0)
@@ -97,6 +106,53 @@ def test_node_moments_against_their_definition(rng, monkeypatch, kernel, d, path
         np.testing.assert_allclose(M[a], expected[-1], atol=1e-10 * scale)
         if a < mom.n_y:
             np.testing.assert_allclose(B[a], expected[:-1], atol=1e-10 * scale)
+
+
+@pytest.mark.parametrize("tiled", [True, False])
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_compiled_offset_bin_equals_numpy(rng, monkeypatch, d, tiled):
+    # The compiled pass against the numpy reference: every monomial of degree <= 4 (2 in
+    # 3-D) with two targets on the first, and one monomial alone (the sums binned one at
+    # a time); rows in their order or in their cells' tiles.
+    from skl_nw._engine import _binned_offsets as bo
+    from skl_nw._engine._binned import make_grid
+
+    kernels = pytest.importorskip("skl_nw._engine._compiled")
+    monkeypatch.setattr(bo, "_CACHE_BYTES", 0 if tiled else np.inf)
+    X = rng.normal(size=(3000, d))
+    w, V, mid = rng.uniform(0.5, 2, 3000), rng.normal(size=(3000, 2)), np.array([0.3, -0.1])
+    grid = make_grid(X, 0.3, 1.0)
+    exps = exponents(d, 4 if d < 3 else 2)
+    n_y = len(exponents(d, 1))
+    for E, k_y in [(exps, n_y), (exps[-2:-1], 1), (exps[n_y : n_y + 1], 0)]:
+        expected = bo._offset_bin_numpy(X, w, V, mid, grid, E, k_y)
+        monkeypatch.setattr(bo, "compiled", lambda: kernels)
+        got = bo.offset_bin(X, w, V, mid, grid, E, k_y)
+        for a, b in zip(got, expected, strict=True):
+            assert a.shape == b.shape
+            np.testing.assert_allclose(a, b, rtol=0, atol=1e-12 * np.abs(b).max(initial=0))
+
+
+@pytest.mark.parametrize("degree", [1, 2])
+@pytest.mark.parametrize("d", [1, 2])
+def test_compiled_node_solve_equals_numpy(rng, monkeypatch, d, degree):
+    # The per-node solve, compiled (the exact path's pass with the binned noise level) and
+    # with numpy: the same fits, a constant column dead on both.
+    import skl_nw._local_fit as lf
+
+    X = rng.uniform(0, 4, size=(2000, d))
+    if d == 2:
+        X[:, 1] = 1.5
+    y = np.sin(2 * X[:, :1]) + 0.1 * rng.normal(size=(2000, 1))
+    fits = []
+    for compiled in (True, False):
+        _compiled_or_not(monkeypatch, lf, compiled)
+        fits.append(BinnedLocalFit(X, np.ones(2000), y, get_kernel("gaussian"), 1e-3, degree))
+    np.testing.assert_array_equal(fits[0].valid, fits[1].valid)
+    scale = np.abs(fits[1].coef).max()
+    np.testing.assert_allclose(fits[0].coef, fits[1].coef, rtol=0, atol=1e-9 * scale)
+    if d == 2:
+        assert not np.any(fits[0].coef[:, 2]), "the constant column's slope is 0"
 
 
 @pytest.mark.parametrize("kernel", ["epanechnikov", "gaussian"])

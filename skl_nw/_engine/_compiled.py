@@ -34,11 +34,19 @@ import numpy as np
 from numba.core import types
 from numba.extending import intrinsic
 
-from ._compiled_binned import binned_examples, binned_loo, linear_bin
+from ._compiled_binned import (
+    binned_examples,
+    binned_loo,
+    combine_spectra,
+    linear_bin,
+    offset_bin,
+    offset_bin_line,
+)
 from ._compiled_local import local_example, local_fit
 
 __all__ = [
     "binned_loo",
+    "combine_spectra",
     "examples",
     "exp_nonpositive_array",
     "exp_dot_sums",
@@ -49,6 +57,8 @@ __all__ = [
     "linear_bin",
     "local_fit",
     "loo_grad",
+    "offset_bin",
+    "offset_bin_line",
     "warm_up",
 ]
 

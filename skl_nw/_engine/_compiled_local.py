@@ -72,13 +72,20 @@ def _shift(raw, i, mono, source, offset, coef, starts, out):  # pragma: no cover
 
 
 @numba.njit(inline="always")
-def _correlation(Mq, Bq, M, i, mono, gram, diag, dead, R, rhs, ms, live):  # pragma: no cover
-    """Fill ``R``, ``rhs = [c / s, mu / s]``, ``ms = [mu, s]`` and ``live`` of query ``i``."""
+def _correlation(Mq, Bq, M, i, mono, gram, noise_terms, dead, R, rhs, ms, live):  # pragma: no cover
+    """Fill ``R``, ``rhs = [c / s, mu / s]``, ``ms = [mu, s]`` and ``live`` of query ``i``.
+
+    ``noise_terms = (diag, rounding, extra)``: the variance along column
+    ``a`` is dead below ``dead`` times ``Mq + rounding (M + q^2a) + extra``
+    at ``diag[a]`` (``extra`` (m, r), or (1, r) for every query).
+    """
+    diag, rounding, extra = noise_terms
     r, k = gram.shape[0] - 1, Bq.shape[2]
+    row = i if extra.shape[0] > 1 else 0
     for a in range(r):
         mu = Mq[i, gram[a + 1, 0], 0]
         var = Mq[i, gram[a + 1, a + 1], 0] - mu * mu
-        noise = Mq[i, diag[a], 0] + M[i, diag[a], 0] + mono[diag[a]]
+        noise = Mq[i, diag[a], 0] + rounding * (M[i, diag[a], 0] + mono[diag[a]]) + extra[row, a]
         live[a] = var > dead * noise
         ms[a, 0], ms[a, 1] = mu, np.sqrt(var) if live[a] else 1.0
     for a in range(r):
@@ -94,7 +101,7 @@ def _correlation(Mq, Bq, M, i, mono, gram, diag, dead, R, rhs, ms, live):  # pra
 
 @numba.njit(nogil=True, cache=True)
 def local_fit(  # pragma: no cover - compiled
-    M, B, q, parents, shift, yshift, basis, floor, dead, coef, a, Mq, Bq
+    M, B, q, parents, shift, yshift, basis, floor, dead, coef, a, Mq, Bq, rounding, extra
 ):
     """Local coefficients from raw moments, query by query (``_local_fit.fit_local``).
 
@@ -105,7 +112,10 @@ def local_fit(  # pragma: no cover - compiled
     Gram index (P, P), its diagonal past the intercept and the basis sizes
     per degree.  Fills ``coef`` (m, P, k), ``a`` (m, P), ``Mq`` (m, P2, 1) and
     ``Bq`` (m, Py, k); the degree at a query is the highest whose correlation
-    matrix has no eigenvalue below ``floor`` (0: the weighted mean).  The
+    matrix has no eigenvalue below ``floor`` (0: the weighted mean), a
+    column dead where its variance is below ``dead`` times the noise level
+    ``Mq + rounding (M + q^2a) + extra`` (``rounding`` 1 and ``extra`` 0 on
+    the exact path; the binned fits' moments carry more).  The
     tuples are unpacked once: numba counts references to each array taken
     out of one, and atomic counts per query cost more than the fit.
     """
@@ -124,7 +134,7 @@ def local_fit(  # pragma: no cover - compiled
             mono[t + 1] = mono[parent[t]] * -q[i, feature[t]]
         _shift(M, i, mono, source, offset, pcoef, starts, Mq)
         _shift(B, i, mono, ysource, yoffset, ycoef, ystarts, Bq)
-        _correlation(Mq, Bq, M, i, mono, gram, diag, dead, R, rhs, ms, live)
+        _correlation(Mq, Bq, M, i, mono, gram, (diag, rounding, extra), dead, R, rhs, ms, live)
         solved = 0
         for j in range(sizes.size - 1, 0, -1):  # the highest degree first
             size = sizes[j] - 1
@@ -149,4 +159,5 @@ def local_example() -> tuple:
     pairs = [(zero, zero, np.ones(1), np.array(starts, np.int64)) for starts in ([0, 1, 1], [0, 1])]
     basis = (np.zeros((1, 1), np.int64), zero[:0], one)
     return (np.ones((1, 2, 1)), cube, np.zeros((1, 1)), (zero, zero), *pairs, basis, 0.5,
-            1e-10, cube.copy(), np.ones((1, 1)), np.empty((1, 2, 1)), cube.copy())  # fmt: skip
+            1e-10, cube.copy(), np.ones((1, 1)), np.empty((1, 2, 1)), cube.copy(), 1.0,
+            np.zeros((1, 0)))  # fmt: skip
