@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 from skl_nw import BandwidthSearchCV, NadarayaWatsonRegressor
-from skl_nw._search import _DEFAULT_FACTORS
+from skl_nw._search_candidates import DEFAULT_FACTORS
 
 from ._common import describe, environment, table
 
@@ -52,8 +52,8 @@ def extrapolated(X, y, kernel, algorithm) -> float:
     from skl_nw import rule_of_thumb
 
     n = len(X)
-    first = _DEFAULT_FACTORS[0] * rule_of_thumb(X)
-    factors = _DEFAULT_FACTORS / _DEFAULT_FACTORS[0]
+    first = DEFAULT_FACTORS[0] * rule_of_thumb(X)
+    factors = DEFAULT_FACTORS / DEFAULT_FACTORS[0]
     start = time.perf_counter()
     est = NadarayaWatsonRegressor(first, kernel=kernel, algorithm=algorithm).fit(X, y)
     fit = time.perf_counter() - start
