@@ -244,6 +244,10 @@ def gcv(sigma2: np.ndarray, trace: np.ndarray, n: float) -> np.ndarray:
     return np.where((den > 0) & np.isfinite(value), value, np.inf)
 
 
+# Residuals within this many units in the last place of max |y| are rounding, not misfit.
+ROUNDING_ULPS = 64
+
+
 def criterion_parts(
     fits: np.ndarray, hat: np.ndarray, Y: np.ndarray, w: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, float]:
@@ -270,7 +274,12 @@ def criterion_parts(
         The number of observations.
     """
     n = float(w.sum())
-    residual = ((fits - Y[None]) ** 2).mean(axis=2)  # (F, n)
+    residual = fits - Y[None]
+    # A residual within rounding of the targets is 0: a constant y is fitted exactly in
+    # exact arithmetic, and its sigma^2 must not depend on the order of the sums.
+    rounding = ROUNDING_ULPS * np.finfo(float).eps * np.abs(Y).max(axis=0, initial=0.0)
+    residual = np.where(np.abs(residual) <= rounding, 0.0, residual)
+    residual = (residual**2).mean(axis=2)  # (F, n)
     return residual @ w / n, hat.sum(axis=1), n
 
 
