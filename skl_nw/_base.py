@@ -11,6 +11,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from . import _binning, _categorical, _engine
+from ._engine._sums import power_of_two
 from ._kernels import DISCRETE_KERNELS, KERNELS, get_kernel
 
 __all__ = ["check_weights", "power_of_two", "rule_of_thumb"]
@@ -44,23 +45,6 @@ def _weighted_scale(x: np.ndarray, w: np.ndarray) -> float:
     iqr = (q3 - q1) / 1.349
     positive = [s for s in (std, iqr) if s > 0 and np.isfinite(s)]
     return float(min(positive) * unit) if positive else 1.0
-
-
-def power_of_two(a: ArrayLike) -> np.ndarray:
-    """Return the largest power of two ``<= a`` (elementwise; 1.0 where ``a`` is 0 or not finite).
-
-    A unit to divide by exactly (no rounding, barring subnormals): ``x / power_of_two(max|x|)``
-    lies in ``(-2, 2)``.
-
-    Examples
-    --------
-    >>> power_of_two([3.0, 0.5, 0.0, 1e300]).tolist()[:3]
-    [2.0, 0.5, 1.0]
-    """
-    a = np.asarray(a, dtype=np.float64)
-    ok = np.isfinite(a) & (a > 0)
-    _, exponent = np.frexp(np.where(ok, a, 1.0))
-    return np.where(ok, np.ldexp(1.0, exponent - 1), 1.0)
 
 
 def check_weights(sample_weight: ArrayLike | None, X: np.ndarray) -> np.ndarray:

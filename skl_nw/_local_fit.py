@@ -38,7 +38,6 @@ from ._engine._dense import compiled
 from ._local_solve import (
     DEAD_VARIANCE,
     EIGEN_FLOOR,
-    _floored_solve,  # noqa: F401 - read here by tests/test_compiled.py
     solve,
 )
 

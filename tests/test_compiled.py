@@ -17,7 +17,14 @@ from numpy.testing import assert_allclose
 
 import skl_nw
 from conftest import log_weights, naive_loo_predict, naive_predict
-from skl_nw import BandwidthSearchCV, NadarayaWatsonRegressor, ParzenClassifier, _engine, _local_fit
+from skl_nw import (
+    BandwidthSearchCV,
+    NadarayaWatsonRegressor,
+    ParzenClassifier,
+    _engine,
+    _local_fit,
+    _local_solve,
+)
 from skl_nw._engine import _dense, loo_pool, pool, prepare_train
 from skl_nw._kernels import get_kernel
 
@@ -70,12 +77,12 @@ def test_floored_solve_passes_exactly_above_the_eigenvalue_floor(rng, r):
         R[:40], R[40:60] = 0.0, 1e-7  # singular, and positive but below the floor
     R[60] = np.nan
     rhs = rng.normal(size=(m, r, 2))
-    ok, sol = _local_fit._floored_solve(R, rhs)
+    ok, sol = _local_solve._floored_solve(R, rhs)
     finite = np.isfinite(R).all(axis=(1, 2))
     lowest = np.full(m, np.nan)
     lowest[finite] = np.linalg.eigvalsh(R[finite])[:, 0]
-    assert np.all(np.abs(lowest[finite] - _local_fit.EIGEN_FLOOR) > 1e-9)  # no borderline case
-    expected = finite & (lowest > _local_fit.EIGEN_FLOOR)
+    assert np.all(np.abs(lowest[finite] - _local_solve.EIGEN_FLOOR) > 1e-9)  # no borderline case
+    expected = finite & (lowest > _local_solve.EIGEN_FLOOR)
     assert 0 < expected.sum() <= m - 61
     np.testing.assert_array_equal(ok, expected)
     assert_allclose(sol, np.linalg.solve(R[expected], rhs[expected]), rtol=1e-9, atol=1e-12)

@@ -120,23 +120,23 @@ def test_string_columns_of_an_array_are_named_by_index():
     assert NadarayaWatsonRegressor().fit(numeric, y).predict(numeric).shape == (30,)
 
 
-def test_significance_test_names_an_undeclared_string_column():
+def _significance(X, y):
     from skl_nw import significance_test
 
+    return significance_test(NadarayaWatsonRegressor(), X, y, [0], n_boot=9)
+
+
+def _search(X, y):
+    from skl_nw import BandwidthSearchCV
+
+    return BandwidthSearchCV(NadarayaWatsonRegressor()).fit(X, y)
+
+
+@pytest.mark.parametrize("call", [_significance, _search])
+def test_functions_taking_an_estimator_name_an_undeclared_string_column(call):
     rng = np.random.default_rng(4)
     X = _frame(rng).assign(region=lambda f: f["region"].astype(object))[["x", "region"]]
     y = rng.normal(size=len(X))
     remedy = re.escape("categorical_features=['region']")
     with pytest.raises(ValueError, match=_named("region", 1) + ".*" + remedy):
-        significance_test(NadarayaWatsonRegressor(), X, y, [0], n_boot=9)
-
-
-def test_bandwidth_search_names_an_undeclared_string_column():
-    from skl_nw import BandwidthSearchCV
-
-    rng = np.random.default_rng(5)
-    X = _frame(rng).assign(region=lambda f: f["region"].astype(object))[["x", "region"]]
-    y = rng.normal(size=len(X))
-    remedy = re.escape("categorical_features=['region']")
-    with pytest.raises(ValueError, match=_named("region", 1) + ".*" + remedy):
-        BandwidthSearchCV(NadarayaWatsonRegressor()).fit(X, y)
+        call(X, y)

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._kernels import Kernel
 from . import _dense, _tree
@@ -80,9 +81,25 @@ def unit_values(V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     Powers of two scale exactly, so results are otherwise unchanged.
     """
     V = np.asarray(V, dtype=np.float64)
-    _, exponent = np.frexp(np.abs(V).max(axis=0, initial=0.0))
-    scale = np.ldexp(1.0, exponent - 1)
+    scale = power_of_two(np.abs(V).max(axis=0, initial=0.0))
     return V / scale, scale
+
+
+def power_of_two(a: ArrayLike) -> np.ndarray:
+    """Return the largest power of two ``<= a`` (elementwise; 1.0 where ``a`` is 0 or not finite).
+
+    A unit to divide by exactly (no rounding, barring subnormals): ``x / power_of_two(max|x|)``
+    lies in ``(-2, 2)``.
+
+    Examples
+    --------
+    >>> power_of_two([3.0, 0.5, 0.0, 1e300]).tolist()[:3]
+    [2.0, 0.5, 1.0]
+    """
+    a = np.asarray(a, dtype=np.float64)
+    ok = np.isfinite(a) & (a > 0)
+    _, exponent = np.frexp(np.where(ok, a, 1.0))
+    return np.where(ok, np.ldexp(1.0, exponent - 1), 1.0)
 
 
 class _Plan:
