@@ -17,7 +17,6 @@ from sklearn.base import clone, is_classifier
 from sklearn.utils import _safe_indexing
 
 from ._base import rule_of_thumb
-from ._search_mixed_fits import fits_over_lambdas
 
 # Default lambdas of each categorical feature, as fractions of its kernel's largest
 # (0: split by category; 1: ignore the feature, or 0.95 where 1 is not admissible).
@@ -92,7 +91,7 @@ def grid_scores(search, Xu, yu, wu, base, factors, grid, score) -> np.ndarray:
 def _criterion_scores(search, est, loo, Xu, yu, wu, base, factors, grid) -> np.ndarray:
     """In-sample criterion of every (lambda, factor) candidate, lambda-major."""
     if takes_lambdas(loo):  # fits and hat diagonals of every lambda from one pass
-        fits, hat = fits_over_lambdas(loo, factors, grid, search.n_jobs)
+        fits, hat = loo.fits(factors, n_jobs=search.n_jobs, lambdas=grid)
     else:  # one pass per lambda vector
         fits, hat = zip(*[
             clone(est).set_params(bandwidth=_with(base, est.is_categorical_, lam)).fit(Xu, yu, wu)

@@ -25,6 +25,11 @@ from ._train import TrainSet, prepare_train
 _EDGE = 1e-6
 
 
+def tables_of(lambdas) -> np.ndarray:
+    """Candidate lambda vectors as an (L, n_categorical) float array."""
+    return np.atleast_2d(np.asarray(lambdas, dtype=np.float64))
+
+
 class MixedLeaveOneOut:
     """The search protocol (see :class:`skl_nw._engine.LeaveOneOut`) for mixed data.
 
@@ -49,8 +54,29 @@ class MixedLeaveOneOut:
         self.cell_of = self.cell_of.ravel()
         self._cellset = None
 
-    def fits(self, factors, n_jobs=None):
-        return self.base.fits(factors, n_jobs)
+    def fits(self, factors, n_jobs=None, lambdas=None):
+        """In-sample fits (F, n, k) and hat diagonal (F, n); (L, F, ...) for ``lambdas``.
+
+        With ``lambdas`` every lambda vector comes from one grouped pass (the
+        point itself included): ``H_ii = w_i L(z_i, z_i) / sum_j w_j K_ij L_ij``
+        (``K(0) = 1``), a point's own share of its fit.
+        """
+        if lambdas is None:
+            return self.base.fits(factors, n_jobs)
+        rows = np.arange(self.train.n_samples)
+        own_log_w = self.train.to_caller(self.train.log_w)
+        shape = (len(tables_of(lambdas)), len(factors), len(rows))
+        fits, hat = np.empty((*shape, self.targets.shape[1])), np.empty(shape)
+        for t, block, P, sums, logL, top, den in self._lambda_pass(
+            factors, rows, lambdas, n_jobs, loo=False
+        ):
+            fits[t, :, block] = P.transpose(1, 0, 2)
+            part = rows[block]
+            own = own_log_w[part] + logL[np.arange(len(part)), self.cell_of[part]]
+            with np.errstate(over="ignore", invalid="ignore"):
+                H = np.exp(own[:, None] - sums.shift - top[..., 0]) / den[..., 0]
+            hat[t, :, block] = np.where(np.isfinite(own)[:, None], H, 0.0).T
+        return fits, hat
 
     def tables(self, lambdas, derivative: bool = False) -> list[np.ndarray]:
         """Per categorical feature, the (c, c) table of ``log L`` (or ``d log L / d lambda``)."""
@@ -66,18 +92,31 @@ class MixedLeaveOneOut:
         """Leave-one-out predictions (F, n, k), or (L, F, n, k) for candidate ``lambdas``."""
         if lambdas is None:
             return self.base.predictions(factors, n_jobs=n_jobs, rows=rows)
-        lambdas = np.atleast_2d(np.asarray(lambdas, dtype=np.float64))
         rows = np.arange(self.train.n_samples) if rows is None else np.asarray(rows)
+        out = np.empty((len(tables_of(lambdas)), len(factors), len(rows), self.targets.shape[1]))
+        for t, block, P, *_ in self._lambda_pass(factors, rows, lambdas, n_jobs, loo=True):
+            out[t, :, block] = P.transpose(1, 0, 2)
+        return out
+
+    def _lambda_pass(self, factors, rows, lambdas, n_jobs, loo: bool):
+        """Pool every lambda vector from one grouped pass, by blocks of ``rows``.
+
+        Yields ``(t, block, P, sums, logL, top, den)`` per lambda vector ``t``
+        and block of rows (a slice into ``rows``): the pooled values P (b, F, k),
+        the block's kernel sums, ``log L`` to every cell (b, G), the log-sum
+        shift ``top`` (b, F, 1) and the pooled weight ``den`` (b, F, 1; NaN
+        where 0).  ``loo`` leaves each point out of its own sums.
+        """
+        tables = [self.tables(lam) for lam in tables_of(lambdas)]
         G, k1 = len(self.cells), self.targets.shape[1] + 1
-        out = np.empty((len(lambdas), len(factors), len(rows), k1 - 1))
         _, mib = budget(Options())
-        block = max(1, int(mib * 2**20 / (8 * 3 * len(factors) * G * k1)))
-        tables = [self.tables(lam) for lam in lambdas]
-        for start in range(0, len(rows), block):
-            part = rows[start : start + block]
+        size = max(1, int(mib * 2**20 / (8 * 3 * len(factors) * G * k1)))
+        for start in range(0, len(rows), size):
+            block = slice(start, min(start + size, len(rows)))
+            part = rows[block]
             sums = kernel_sums(
                 None, self._cells(), self.base.kernel, factors=factors, grouped=True,
-                loo=True, rows=part, fallback=self.base.fallback,
+                loo=loo, rows=part, fallback=self.base.fallback,
                 options=Options(rtol=self.base.rtol, n_jobs=n_jobs),
             )  # fmt: skip
             log_scale, scaled = sums.log_scale[:, :, 0], sums.scaled[:, :, 0]  # (b, F, G[, k1])
@@ -85,14 +124,11 @@ class MixedLeaveOneOut:
                 logL = self._cell_log(table, part)  # (b, G)
                 terms = log_scale + logL[:, None, :]
                 top = terms.max(axis=2, keepdims=True)
-                e = np.exp(terms - np.where(np.isfinite(top), top, 0.0))
-                S = np.einsum("bfg,bfgk->bfk", e, scaled)
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    P = S[..., :-1] / np.where(S[..., -1:] > 0, S[..., -1:], np.nan)
-                out[t, :, start : start + len(part)] = (P * sums.value_scale[:-1]).transpose(
-                    1, 0, 2
-                )
-        return out
+                top = np.where(np.isfinite(top), top, 0.0)
+                S = np.einsum("bfg,bfgk->bfk", np.exp(terms - top), scaled)
+                den = np.where(S[..., -1:] > 0, S[..., -1:], np.nan)
+                P = S[..., :-1] / den * sums.value_scale[:-1]
+                yield t, block, P, sums, logL, top, den
 
     def _cells(self) -> TrainSet:
         """Return the continuous training set grouped by cell (built on first need)."""
