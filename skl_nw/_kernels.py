@@ -10,7 +10,7 @@ engine asks the record (``log_profile``, ``support``, ``exact_near_zero``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 from scipy import integrate
@@ -124,9 +124,23 @@ class Kernel:
         # Records hold functions: pickle them as a registry look-up by name.
         return get_kernel, (self.name,)
 
+    # skops persists an object's state rather than its ``__reduce__``: the same
+    # look-up by name, so that no function of the record is ever serialised.
+    def __getstate__(self) -> dict:
+        return {"name": self.name}
+
+    def __setstate__(self, state: dict) -> None:
+        _copy_fields(self, get_kernel(state["name"]))
+
     def log_normalizer(self, d: int) -> float:
         """Log of the constant ``c_d`` such that ``c_d K(||x||)`` integrates to 1."""
         return -float(self.log_integral(d))
+
+
+def _copy_fields(record, source) -> None:
+    """Fill a frozen record restored by ``__setstate__`` from the registry's copy."""
+    for field in fields(source):
+        object.__setattr__(record, field.name, getattr(source, field.name))
 
 
 def _inside(s: np.ndarray) -> np.ndarray:
@@ -318,6 +332,12 @@ class DiscreteKernel:
 
     def __reduce__(self):
         return get_discrete_kernel, (self.name, self.ordered)
+
+    def __getstate__(self) -> dict:
+        return {"name": self.name, "ordered": self.ordered}
+
+    def __setstate__(self, state: dict) -> None:
+        _copy_fields(self, get_discrete_kernel(state["name"], state["ordered"]))
 
     def __repr__(self) -> str:
         return (

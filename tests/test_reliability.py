@@ -40,7 +40,13 @@ from conftest import (
     softmax_weights,
     traced_peak,
 )
-from skl_nw import BandwidthSearchCV, NadarayaWatsonRegressor, ParzenClassifier, _engine
+from skl_nw import (
+    BandwidthSearchCV,
+    LocalPolynomialRegressor,
+    NadarayaWatsonRegressor,
+    ParzenClassifier,
+    _engine,
+)
 from skl_nw._kernels import KERNELS, kernel_names
 
 NAMES = kernel_names()
@@ -728,7 +734,16 @@ def _fitted_estimators():
     X = rng.normal(size=(80, 2))
     y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=80)
     labels = np.where(X[:, 1] > 0, "up", "down")
+    # A mixed design: the kernel records of the categories must persist as data too.
+    Xm = np.column_stack([X[:, 0], rng.integers(0, 3, 80), rng.integers(0, 4, 80)])
+    mixed = {"categorical_features": [1, 2], "ordered_features": [2]}
     return {
+        "regressor-mixed": NadarayaWatsonRegressor(**mixed).fit(Xm, y),
+        "local-linear-mixed": LocalPolynomialRegressor(
+            categorical_features=[1], categorical_kernel="li_racine"
+        ).fit(Xm[:, :2], y),
+        "classifier-mixed": ParzenClassifier(**mixed).fit(Xm, labels),
+        "search-mixed": BandwidthSearchCV(NadarayaWatsonRegressor(**mixed)).fit(Xm, y),
         "regressor-brute": NadarayaWatsonRegressor(kernel="cosine").fit(X, y),
         "regressor-kd_tree": NadarayaWatsonRegressor(
             bandwidth=0.3, algorithm="kd_tree", kernel="epanechnikov"
@@ -745,7 +760,17 @@ def _fitted_estimators():
         "search-cv": BandwidthSearchCV(NadarayaWatsonRegressor(), cv=3, bandwidths=[0.3, 1.0]).fit(
             X, y
         ),
-    }, rng.normal(size=(25, 2))
+    }
+
+
+def _queries(name, est):
+    # Continuous queries, or for the mixed fits a continuous column and category codes
+    # (an unseen one, 5, among them).
+    rng = np.random.default_rng(8)
+    if "mixed" not in name:
+        return rng.normal(size=(25, 2))
+    codes = rng.integers(0, 6, size=(25, 2)).astype(float)
+    return np.column_stack([rng.normal(size=25), codes])[:, : est.n_features_in_]
 
 
 def _assert_same_predictions(a, b, Q):
@@ -760,8 +785,8 @@ def _assert_same_predictions(a, b, Q):
 
 
 def test_pickle_and_joblib_round_trips():
-    estimators, Q = _fitted_estimators()
-    for est in estimators.values():
+    for name, est in _fitted_estimators().items():
+        Q = _queries(name, est)
         _assert_same_predictions(est, pickle.loads(pickle.dumps(est)), Q)
         buffer = io.BytesIO()
         joblib.dump(est, buffer)
@@ -773,8 +798,7 @@ _TRUSTED_PACKAGES = ("skl_nw.", "numpy.", "scipy.", "sklearn.")
 
 
 def test_skops_round_trip_trusting_only_our_and_scientific_types(tmp_path):
-    estimators, Q = _fitted_estimators()
-    for name, est in estimators.items():
+    for name, est in _fitted_estimators().items():
         path = tmp_path / f"{name}.skops"
         sio.dump(est, path)
         untrusted = sio.get_untrusted_types(file=path)
@@ -788,7 +812,7 @@ def test_skops_round_trip_trusting_only_our_and_scientific_types(tmp_path):
             module, _, attr = t.rpartition(".")
             assert isinstance(getattr(importlib.import_module(module), attr, None), type), t
         loaded = sio.load(path, trusted=untrusted)
-        _assert_same_predictions(est, loaded, Q)
+        _assert_same_predictions(est, loaded, _queries(name, est))
 
 
 # ===========================================================================
