@@ -6,7 +6,8 @@ from numbers import Integral, Real
 
 import numpy as np
 from numpy.typing import ArrayLike
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.metrics import r2_score
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
@@ -103,6 +104,39 @@ def rule_of_thumb(
     else:
         factor = (n * (d + 2) / 4.0) ** (-1.0 / (d + 4))
     return scales * factor
+
+
+class _RegressorMixin(RegressorMixin):
+    """scikit-learn's regressor mixin with an R^2 that does not depend on the scale of y."""
+
+    def score(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> float:
+        """Return the coefficient of determination R^2 of the predictions of ``X``.
+
+        As :meth:`sklearn.base.RegressorMixin.score`, computed on ``y`` and
+        the predictions divided by one power of two near their largest
+        magnitude (an exact division, which R^2 does not see), so that the squares of the
+        residuals neither overflow (``y ~ 1e200``) nor underflow
+        (``y ~ 1e-200``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Test inputs.
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            True targets.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Sample weights.
+
+        Returns
+        -------
+        score : float
+            R^2 of ``self.predict(X)`` against ``y``.
+        """
+        pred = self.predict(X)
+        Y = np.asarray(y, dtype=np.float64)
+        both = np.concatenate([Y.reshape(len(Y), -1), pred.reshape(len(pred), -1)])
+        unit = power_of_two(np.abs(both).max()) if both.size else 1.0
+        return float(r2_score(Y / unit, pred / unit, sample_weight=sample_weight))
 
 
 class _NWBase(BaseEstimator):

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 from numpy.typing import ArrayLike
-from sklearn.base import RegressorMixin, _fit_context
+from sklearn.base import _fit_context
 from sklearn.utils._param_validation import StrOptions
 
 from . import _binning, _engine
-from ._base import _NWBase, check_weights, rule_of_thumb
+from ._base import _NWBase, _RegressorMixin, check_weights, rule_of_thumb
 from ._diagnostics import _SummaryMixin
 from ._inference_api import _NWInferenceMixin
 
 __all__ = ["NadarayaWatsonRegressor", "check_weights", "rule_of_thumb"]
 
 
-class NadarayaWatsonRegressor(_SummaryMixin, _NWInferenceMixin, RegressorMixin, _NWBase):
+class NadarayaWatsonRegressor(_SummaryMixin, _NWInferenceMixin, _RegressorMixin, _NWBase):
     """Nadaraya–Watson kernel regression: attention pooling of the targets.
 
     The prediction at a query ``q`` is the attention-weighted average of the

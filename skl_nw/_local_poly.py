@@ -6,12 +6,12 @@ from numbers import Integral
 
 import numpy as np
 from numpy.typing import ArrayLike
-from sklearn.base import RegressorMixin, _fit_context
+from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from . import _engine
-from ._base import _NWBase
+from ._base import _NWBase, _RegressorMixin
 from ._binned_local import BinnedLocalFit
 from ._diagnostics import _SummaryMixin
 from ._local_fit import Moments, blocks, fit_local, npar, usable_degree
@@ -22,7 +22,7 @@ from ._local_mixed import MixedLocalLeaveOneOut
 __all__ = ["LocalPolynomialRegressor"]
 
 
-class LocalPolynomialRegressor(_SummaryMixin, _LocalInferenceMixin, RegressorMixin, _NWBase):
+class LocalPolynomialRegressor(_SummaryMixin, _LocalInferenceMixin, _RegressorMixin, _NWBase):
     r"""Local polynomial kernel regression: a weighted least-squares polynomial at each query.
 
     At a query ``q`` the training points get the attention weights of

@@ -173,7 +173,11 @@ class BandwidthSearchCV(
         The selected bandwidths, equal to ``best_estimator_.bandwidth_`` (for
         a pipeline, its last step's).
     best_score_ : float
-        Score of the selected bandwidths (leave-one-out, or mean CV score).
+        Score of the selected bandwidths (leave-one-out, or mean CV score),
+        in the units of ``y``.  The closed-form routes select on ``y``
+        divided by a power of two near its spread (exact), so the choice
+        does not depend on the scale of ``y``; a squared error beyond the
+        float range (``y ~ 1e200``) is reported as ``-inf``.
     best_params_ : dict
         ``{"bandwidth": ...}`` for the selected candidate (grid);
         ``{"<last step>__bandwidth": ...}`` for a pipeline.
@@ -408,6 +412,7 @@ class BandwidthSearchCV(
                 "Leave-one-out needs at least 2 distinct training points with positive "
                 f"weight; got {len(Xu)} (1 sample)."
             )
+        yu = self._scaled_targets(yu, wu)
         at_rule = clone(self.estimator).set_params  # the protocol object at the rule of thumb
         self.method_ = resolve_method(self, cats, lambda: at_rule(
             bandwidth=self._base_bandwidth(Xu, wu)).fit(Xu, yu, wu)._leave_one_out())  # fmt: skip

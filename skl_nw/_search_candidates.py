@@ -7,6 +7,7 @@ from sklearn.base import is_classifier
 
 from . import _categorical, _search_mixed
 from ._base import rule_of_thumb
+from ._inference_api import standardized
 from ._search_support import PROBA_FLOOR, _LOOClassifier, _LOORegressor
 
 __all__ = ["DEFAULT_FACTORS", "_Candidates"]
@@ -73,6 +74,41 @@ class _Candidates:
             raise ValueError("bandwidths must hold at least one candidate; got an empty list.")
         return candidates
 
+    def _scaled_targets(self, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """Regression targets in units of a power of two near their spread (classes as given).
+
+        The closed-form routes select on these: every leave-one-out prediction,
+        fit and residual scales by the unit exactly, so the choice is that of
+        ``y`` itself, and the squared residuals neither overflow (``y ~ 1e200``)
+        nor underflow (``y ~ 1e-200``).  :meth:`_in_y_units` converts back.
+        """
+        if is_classifier(self.estimator):
+            self._y_unit = 1.0
+            return y
+        self._y_unit = float(standardized(y.reshape(len(y), -1), w)[2].max())
+        return y / self._y_unit
+
+    def _in_y_units(self, scores):
+        """Scores of the scaled targets in the units of ``y`` (see :meth:`_scaled_targets`).
+
+        The default squared error and GCV scale by the unit squared (an
+        overflow is that of the true value), AICc shifts by ``-2 log unit``; a
+        given ``scoring`` already scored predictions in the units of ``y``.
+        """
+        unit = np.float64(getattr(self, "_y_unit", 1.0))
+        if self.criterion == "aicc":
+            return scores - 2.0 * np.log(unit)
+        if self.criterion == "gcv" or self.scoring is None:
+            with np.errstate(over="ignore"):  # beyond the float range: -inf, as it is
+                return scores * unit * unit
+        return scores
+
+    def _loss_in_y_units(self, loss: float) -> float:
+        """Return a squared-error (or log) loss of the scaled targets in the units of ``y``."""
+        unit = np.float64(getattr(self, "_y_unit", 1.0))
+        with np.errstate(over="ignore"):
+            return float(loss * unit * unit)
+
     def _row_scores(self, base, P: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Each row's term of the default score (log-likelihood, or minus squared error)."""
         if is_classifier(base):
@@ -92,7 +128,8 @@ class _Candidates:
         if is_classifier(base):
             return float(self._scorer(_LOOClassifier(base.classes_), P, y, sample_weight=w))
         P = P[:, 0] if y.ndim == 1 else P
-        return float(self._scorer(_LOORegressor(), P, y, sample_weight=w))
+        unit = getattr(self, "_y_unit", 1.0)  # the scorer sees the units of y
+        return float(self._scorer(_LOORegressor(), P * unit, y * unit, sample_weight=w))
 
     def _row_std(self, base, P: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
         """Weighted standard deviation of the per-row scores (the leave-one-out splits).

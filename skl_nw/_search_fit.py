@@ -49,7 +49,8 @@ class _Fitting:
     def _finish_gradient(self, Xu, yu, wu, bandwidth) -> np.ndarray:
         """Score the selected bandwidth (``best_score_``) and return it."""
         base, P = self._loo_predictions(Xu, yu, wu, bandwidth)
-        self.best_score_ = self._score(base, P, yu, wu)
+        self.best_score_ = float(self._in_y_units(self._score(base, P, yu, wu)))
+        self.loss_curve_ = [self._loss_in_y_units(loss) for loss in self.loss_curve_]
         return bandwidth
 
     def _fit_lbfgs(self, Xu, yu, wu) -> np.ndarray:

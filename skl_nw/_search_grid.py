@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from sklearn.base import is_classifier
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import Pipeline
 
@@ -19,7 +20,7 @@ from ._inference import criterion_parts, infinite_criterion, negated_criterion
 from ._search_candidates import DEFAULT_FACTORS
 from ._search_paths import scoring_paths
 from ._search_results import edge_of, grid_results, warn_at_edge
-from ._search_support import _backend
+from ._search_support import _backend, _DefaultScorer
 
 __all__ = ["_Grid"]
 
@@ -171,6 +172,7 @@ class _Grid:
         self.best_index_ = int(np.argmax(scores))
         best = candidates[self.best_index_]
         n = len(candidates)
+        scores, stds = self._in_y_units(scores), self._in_y_units(stds)
         self.cv_results_ = grid_results(
             candidates, scores, stds, np.full(n, self._grid_time[0] / n),
             np.full(n, self._grid_time[1] / n),
@@ -196,6 +198,10 @@ class _Grid:
     def _fit_grid_cv(self, X, y, candidates: list, params: dict, continuous) -> None:
         """GridSearchCV over ``candidates``; ``continuous`` masks the searched step's features."""
         step = self.estimator.steps[-1][0] if isinstance(self.estimator, Pipeline) else None
+        if isinstance(self._scorer, _DefaultScorer) and not is_classifier(self.estimator):
+            # The squared residuals in a unit near the spread of y (see _scaled_targets).
+            self._scaled_targets(np.asarray(y, dtype=float), np.ones(len(y)))
+            self._scorer.unit = self._y_unit
         search = GridSearchCV(
             self.estimator,
             {"bandwidth" if step is None else f"{step}__bandwidth": candidates},
@@ -213,6 +219,10 @@ class _Grid:
             "best_index_",
         ):
             setattr(self, name, getattr(search, name))
+        scores = [k for k in self.cv_results_ if k.endswith("_test_score") and k[:4] != "rank"]
+        for key in scores:
+            self.cv_results_[key] = self._in_y_units(self.cv_results_[key])
+        self.best_score_ = float(self._in_y_units(self.best_score_))
         self.n_iter_ = len(candidates)
         self.method_ = "grid"
         warn_at_edge(edge_of(candidates, self.best_index_, continuous), self.bandwidths)

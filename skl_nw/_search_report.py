@@ -35,7 +35,7 @@ class _Reporting:
     def _report_scores(self, candidates: list, done: int, scores: np.ndarray) -> None:
         """Report the candidates ``done:done + len(scores)`` once scored."""
         if self.verbose >= 2:
-            for t, score in enumerate(scores, start=done):
+            for t, score in enumerate(self._in_y_units(np.asarray(scores)), start=done):
                 _say(
                     f"candidate {t + 1}/{len(candidates)}: bandwidth "
                     f"{_bandwidths(candidates[t], self.verbose)}, score {score:.6g}"
@@ -54,7 +54,7 @@ class _Reporting:
         step = _STEP[self.method_]
         if self.verbose >= 2:
             shown = _bandwidths(bandwidth, self.verbose)
-            _say(f"{step} {epoch}: loss {loss:.6g}, bandwidth {shown}")
+            _say(f"{step} {epoch}: loss {self._loss_in_y_units(loss):.6g}, bandwidth {shown}")
         # Early stopping may end the search before max_iter: the time left is a bound.
         self._progress.update(epoch, self.max_iter, f"{step}s", bound=self.tol is not None)
 

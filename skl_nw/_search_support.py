@@ -109,10 +109,17 @@ class _DefaultScorer:
         self.estimator = estimator
         classifier = is_classifier(estimator)
         self.scorer = get_scorer("neg_log_loss" if classifier else "neg_mean_squared_error")
+        # Regression residuals are divided by this power of two before squaring (exact):
+        # the search sets it near the spread of y and converts the scores back.
+        self.unit = 1.0
 
     def __call__(self, estimator, X, y_true, sample_weight=None):
-        weights = {} if sample_weight is None else {"sample_weight": sample_weight}
-        return self.scorer(estimator, X, y_true, **weights)
+        if is_classifier(self.estimator):
+            weights = {} if sample_weight is None else {"sample_weight": sample_weight}
+            return self.scorer(estimator, X, y_true, **weights)
+        residual = (np.asarray(y_true) - estimator.predict(X)) / self.unit
+        squares = (residual**2).reshape(len(residual), -1).mean(axis=1)
+        return -float(np.average(squares, weights=sample_weight))
 
     def __repr__(self) -> str:
         return f"{self.scorer!r} as {type(self.estimator).__name__}.score"

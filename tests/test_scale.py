@@ -14,6 +14,7 @@ from numpy.testing import assert_allclose
 
 from conftest import naive_rule_of_thumb, naive_std
 from skl_nw import (
+    BandwidthSearchCV,
     LocalPolynomialRegressor,
     NadarayaWatsonRegressor,
     rule_of_thumb,
@@ -170,3 +171,54 @@ def test_far_queries_of_high_degree_fits_match_the_dense_fit(rng, degree):
     boot = est.predict_interval(Q, method="bootstrap", n_boot=29, random_state=0)
     assert np.isfinite(boot).all()
     assert ((boot[:, 0] <= mean + 1e-12) & (mean <= boot[:, 1] + 1e-12)).all()
+
+
+SEARCHES = {
+    "grid": {},
+    "lbfgs": {"method": "lbfgs"},
+    "sgd": {"method": "sgd", "max_iter": 5, "tol": None, "random_state": 0},
+    "aicc": {"criterion": "aicc"},
+    "gcv": {"criterion": "gcv"},
+    "cv3": {"cv": 3},
+}
+
+
+@pytest.mark.parametrize("factor", [1e-200, 1e200])
+@pytest.mark.parametrize("search", SEARCHES)
+@pytest.mark.parametrize("name", ["nw", "local_linear"])
+def test_search_selects_the_same_bandwidth_whatever_the_scale_of_y(rng, name, search, factor):
+    # The reference is the search on y itself; scores are in units of y (squared
+    # errors scale by factor^2, AICc shifts by 2 log factor; beyond the float
+    # range a squared error is -inf, as its true value is).
+    X, y, _ = _data(rng, n=60)
+    make = lambda: BandwidthSearchCV(ESTIMATORS[name](), **SEARCHES[search])  # noqa: E731
+    expected, got = make().fit(X, y), make().fit(X, y * factor)
+    # y / unit is not bit-identical across factors (factor is no power of two): the
+    # gradient routes' iterates (Adam's epsilon, L-BFGS-B's tolerances) move by rounding.
+    rtol = 1e-9 if search in ("sgd", "lbfgs") else 1e-12
+    assert_allclose(got.bandwidth_, expected.bandwidth_, rtol=rtol)
+    assert np.isfinite(got.best_score_) or got.best_score_ == -np.inf
+    if search == "aicc":
+        assert_allclose(got.best_score_, expected.best_score_ - 2 * np.log(factor), rtol=1e-12)
+    elif factor < 1:  # factor^2 underflows: the squared error is 0 in floating point
+        assert got.best_score_ == 0
+    else:
+        assert got.best_score_ == -np.inf
+
+
+@pytest.mark.parametrize("factor", [2.0**-400, 2.0**300])
+def test_search_scores_scale_exactly_by_a_power_of_two(rng, factor):
+    X, y, _ = _data(rng, n=60)
+    expected = BandwidthSearchCV(NadarayaWatsonRegressor()).fit(X, y)
+    got = BandwidthSearchCV(NadarayaWatsonRegressor()).fit(X, y * factor)
+    assert_allclose(got.cv_results_["mean_test_score"],
+                    expected.cv_results_["mean_test_score"] * factor**2, rtol=1e-13)  # fmt: skip
+
+
+@pytest.mark.parametrize("factor", FACTORS)
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_r2_score_does_not_depend_on_the_scale_of_y(rng, name, factor):
+    X, y, _ = _data(rng)
+    expected = ESTIMATORS[name]().fit(X, y).score(X, y)
+    assert_allclose(ESTIMATORS[name]().fit(X, y * factor).score(X, y * factor), expected,
+                    rtol=1e-12)  # fmt: skip
