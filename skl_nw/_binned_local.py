@@ -193,7 +193,9 @@ class BinnedLocalFit(BinnedSums):
         self._exact = None
 
     def __getstate__(self) -> dict:
-        return {**super().__getstate__(), "degree": self.degree}
+        state = {**super().__getstate__(), "degree": self.degree}
+        del state["power"]  # always 1 here
+        return state
 
     def _moments(self, mom: Moments):
         """Moments about every node: plain (n_plain, G), target (n_y, k, G), transform rounding.

@@ -20,7 +20,7 @@ from scipy.special import logsumexp
 from sklearn import get_config
 from sklearn.utils import check_random_state
 
-from . import _engine
+from . import _binning, _engine
 from ._base import power_of_two
 from ._inference import (
     MULTIPLIERS,
@@ -213,6 +213,8 @@ class _NWInferenceMixin(_SmootherInferenceMixin):
 
     def _targets(self) -> tuple[np.ndarray, np.ndarray]:
         """Training targets (n, k) and sample weights (n,), caller order."""
+        if self._fit_method == "binned":  # caller order already; no exact set needed
+            return self._binned.values, self._binned.w
         train = self._exact_train()
         return train.to_caller(train.values), np.exp(train.to_caller(train.log_w))
 
@@ -249,9 +251,18 @@ class _NWInferenceMixin(_SmootherInferenceMixin):
         Y, w = self._targets()
         k = Y.shape[1]
         Z, _, scale = standardized(Y, w)  # squares of Z neither overflow nor underflow
-        sums = self._sums(Q, np.column_stack([Z, Z**2, Y]), powers=(1, 2))
-        std = local_constant_std(sums, k, np.zeros(k))[1]
-        return sums.ratios()[:, 0, 2 * k :], scale * std  # the fit: predict's columns
+        V = np.column_stack([Z, Z**2, Y])
+
+        def exact(R: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            sums = self._sums(R, V, powers=(1, 2))
+            std = local_constant_std(sums, k, np.zeros(k))[1]
+            return sums.ratios()[:, 0, 2 * k :], std  # the fit: predict's columns
+
+        if self._fit_method == "binned":  # the same sums on the grid, exact where it cannot
+            fit, std = _binning.mean_std(self._binned, Q, V, k, exact)
+        else:
+            fit, std = exact(Q)
+        return fit, scale * std
 
     def _gradient(self, Q: np.ndarray) -> np.ndarray:
         Y, w = self._targets()

@@ -127,3 +127,34 @@ def test_skops_round_trip(rng, tmp_path, kind, d):
     Q = rng.normal(size=(50, d))
     for before, after in zip(_outputs(est, Q), _outputs(loaded, Q), strict=True):
         np.testing.assert_array_equal(after, before)
+
+
+@pytest.mark.parametrize("d", [1, 2])
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+def test_standard_errors_of_many_queries_are_computed_on_the_grid(rng, kernel, d):
+    # The sums of power 2 bin like those of power 1: many queries never build the
+    # exact training set, and agree with the exact path (the dense formula's
+    # implementation, itself checked against the oracle in test_inference.py) to
+    # binned_tol of the targets' range.
+    n, tol = (40_000, 1e-4) if d == 1 else (20_000, 1e-3)
+    X = rng.uniform(0, 1, size=(n, d))
+    y = np.sin(6 * X[:, 0]) + rng.normal(0, 0.2 + 0.5 * X[:, 0], n)
+    Q = rng.uniform(0.05, 0.95, size=(2_000, d))
+    params = {"bandwidth": 0.1, "kernel": kernel}
+    binned = NadarayaWatsonRegressor(algorithm="binned", binned_tol=tol, **params).fit(X, y)
+    mean, std = binned.predict(Q, return_std=True)
+    assert binned._binned._exact is None  # no exact pass behind the grid's answer
+    np.testing.assert_array_equal(mean, binned.predict(Q))
+    exact_mean, exact_std = NadarayaWatsonRegressor(**params).fit(X, y).predict(Q, return_std=True)
+    assert np.abs(mean - exact_mean).max() <= tol * np.ptp(y)
+    assert np.abs(std - exact_std).max() <= tol * np.ptp(y)
+
+
+def test_standard_errors_of_few_queries_are_exact(rng):
+    X = rng.uniform(0, 1, size=(5_000, 1))
+    y = np.sin(6 * X[:, 0]) + rng.normal(0, 0.2, 5_000)
+    Q = rng.uniform(0, 1, size=(3, 1))
+    binned = NadarayaWatsonRegressor(bandwidth=0.1, algorithm="binned").fit(X, y)
+    exact = NadarayaWatsonRegressor(bandwidth=0.1).fit(X, y)
+    np.testing.assert_allclose(binned.predict(Q, return_std=True)[1],
+                               exact.predict(Q, return_std=True)[1], rtol=1e-12)  # fmt: skip

@@ -219,20 +219,21 @@ def linear_bin(X, w, values, mid, grid: Grid) -> np.ndarray:
     return out
 
 
-def stencil(kernel: Kernel, step: np.ndarray, radius: float, factor: float = 1.0):
+def stencil(kernel: Kernel, step: np.ndarray, radius: float, factor: float = 1.0, power: int = 1):
     """Sample the kernel at bandwidth ``factor`` on the grid offsets within ``radius * factor``.
 
     Returns the ``d``-dimensional stencil over the box of offsets or, for a
     kernel whose profile factors over the axes (``log K = c s``, the
     Gaussian), the list of its ``d`` one-dimensional factors: the stencil is
-    their outer product, and it convolves one axis at a time.
+    their outer product, and it convolves one axis at a time.  ``power=2``
+    samples ``K^2`` (the sums of standard errors).
     """
     half = [int(np.ceil(radius * factor / s)) for s in step]
     offsets = [np.arange(-L, L + 1) * s / factor for L, s in zip(half, step, strict=True)]
     if kernel.log_slope is not None:  # K(u) = prod_a K(u_a) exactly
-        return [kernel.profile(u**2) for u in offsets]
+        return [kernel.profile(u**2) ** power for u in offsets]
     axes = np.meshgrid(*offsets, indexing="ij")
-    return kernel.profile(sum(a**2 for a in axes))
+    return kernel.profile(sum(a**2 for a in axes)) ** power
 
 
 def stencil_at(K, offset) -> float:
@@ -353,6 +354,9 @@ class BinnedSums:
         which a query goes to the exact path.
     rtol : float, default=1e-16
         The exact path's ``rtol`` (for queries it computes).
+    power : int, default=1
+        The kernel's power: 2 bins the sums ``sum_i w_i K_i^2 [V_i, 1]`` of
+        standard errors (the exact path's fallback is for power 1 only).
 
     Attributes
     ----------
@@ -367,8 +371,12 @@ class BinnedSums:
         Queries whose binned weight sum is below ``floor`` go to the exact path.
     """
 
-    def __init__(self, X, w, values, kernel: Kernel, tol: float, rtol: float = 1e-16):
+    power: int = 1  # the kernel's power (see Parameters); subclasses bin power 1
+
+    def __init__(self, X, w, values, kernel: Kernel, tol: float, rtol: float = 1e-16,
+                 power: int = 1):  # fmt: skip
         n, d = X.shape
+        self.power = int(power)
         if d > MAX_FEATURES:
             raise ValueError(f"The binned path needs at most {MAX_FEATURES} features; got {d}.")
         self.X, self.w, self.values, self.kernel = X, w, values, kernel
@@ -396,14 +404,14 @@ class BinnedSums:
         holds functions, which neither pickle nor skops.io should store.
         """
         return {"X": self.X, "w": self.w, "values": self.values, "kernel": self.kernel.name,
-                "tol": self.tol, "rtol": self.rtol}  # fmt: skip
+                "tol": self.tol, "rtol": self.rtol, "power": self.power}  # fmt: skip
 
     def __setstate__(self, state: dict) -> None:
         """Fit again from the state of :meth:`__getstate__`."""
         self.__init__(**{**state, "kernel": get_kernel(state["kernel"])})
 
     def stencil(self, grid: Grid, factor: float = 1.0) -> np.ndarray:
-        return stencil(self.kernel, grid.step, self.radius, factor)
+        return stencil(self.kernel, grid.step, self.radius, factor, self.power)
 
     def floor_for(self, used_fft: bool, grid: Grid) -> float:
         """Smallest binned weight sum trusted to ``tol / 4`` against tail and rounding."""
@@ -429,21 +437,30 @@ class BinnedSums:
                                         algorithm=algorithm)  # fmt: skip
         return self._exact
 
+    def interpolated(self, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Binned sums at queries ``Q`` and which of them the grid answers: (m, k + 1), (m,).
+
+        Columns: ``sum_i w_i K_i^p (V_i - mid)``, then ``sum_i w_i K_i^p``.  A
+        query is answered on the grid when it is inside it and its weight sum
+        is above :attr:`floor`; the others are for the exact path.
+        """
+        S = np.empty((len(Q), self.values.shape[1] + 1))
+        good = np.empty(len(Q), dtype=bool)
+        for start in range(0, len(Q), _CHUNK):
+            rows = slice(start, start + _CHUNK)
+            S[rows], inside = interpolate(self.grid, self.sums, Q[rows])
+            good[rows] = inside & (S[rows, -1] > self.floor) & (S[rows, -1] > 0)
+        return S, good
+
     def pool(self, Q: np.ndarray, fallback: str = "nearest", options: Options | None = None):
         """Binned attention pooling at queries ``Q``: (m, k).
 
         Queries outside the grid or below :attr:`floor` are computed exactly.
         """
-        out = np.empty((len(Q), self.values.shape[1]))
-        redo = []
-        for start in range(0, len(Q), _CHUNK):
-            rows = slice(start, start + _CHUNK)
-            S, inside = interpolate(self.grid, self.sums, Q[rows])
-            good = inside & (S[:, -1] > self.floor) & (S[:, -1] > 0)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                out[rows] = S[:, :-1] / S[:, -1:] + self.mid
-            redo.append(start + np.flatnonzero(~good))
-        redo = np.concatenate(redo) if redo else np.empty(0, np.intp)
+        S, good = self.interpolated(Q)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = S[:, :-1] / S[:, -1:] + self.mid
+        redo = np.flatnonzero(~good)
         if len(redo):
             from . import pool
 
