@@ -142,6 +142,11 @@ class _RegressorMixin(RegressorMixin):
 class _NWBase(BaseEstimator):
     """Shared parameters, validation and scaling of both estimators."""
 
+    #: Whether the binned path also serves the closed-form leave-one-out (the
+    #: search's binned grid); a fit whose leave-one-out is exact on every
+    #: algorithm says False.
+    _binned_leave_one_out: bool = True
+
     _parameter_constraints: dict = {
         "bandwidth": [
             Interval(Real, 0, None, closed="neither"),

@@ -42,7 +42,7 @@ import numpy as np
 
 from ._engine._binned import (
     BinnedSums,
-    _check_size,
+    check_grid_size,
     column_range,
     grid_step,
     make_grid,
@@ -184,7 +184,7 @@ class BinnedLocalFit(BinnedSums):
         # The moments, one monomial's offset sums and a convolution's output (_moments
         # holds all the sums, and node_moments more temporaries, only where they fit).
         k = values.shape[1]
-        _check_size(self.grid.shape, mom.n_plain + mom.n_y * k + 2 * (1 + k))
+        check_grid_size(self.grid.shape, mom.n_plain + mom.n_y * k + 2 * (1 + k))
         self.total = float(w.sum())
         M, B, error = self._moments(mom)
         self.floor = self.floor_for(bool(error.any()), self.grid)

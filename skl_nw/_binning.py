@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ._engine import Options
+from ._engine import LossFn, Options
 from ._engine._binned import MAX_FEATURES, BinnedSums
 from ._engine._binned_loo import loo_pool
 
@@ -97,12 +97,14 @@ def mean_std(binned: BinnedSums, Q: np.ndarray, V: np.ndarray, k: int, exact: Ca
 
 
 class BinnedLeaveOneOut:
-    """The ``_leave_one_out()`` protocol object of a binned fit (see ``_engine.LeaveOneOut``).
+    """The ``_leave_one_out()`` protocol object of a binned fit (``_engine.LeaveOneOutProtocol``).
 
     ``predictions`` is the binned closed form of
     :mod:`skl_nw._engine._binned_loo`; ``loss_grad`` (for ``method="sgd"``)
     delegates to the exact path's protocol object, built on first need.
     """
+
+    takes_lambdas = False
 
     def __init__(self, binned: BinnedSums, fallback: str):
         self.binned, self.fallback = binned, fallback
@@ -125,10 +127,10 @@ class BinnedLeaveOneOut:
 
     def loss_grad(
         self,
-        log_factors: np.ndarray,
+        theta: np.ndarray,
         rows: np.ndarray,
-        loss_fn: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
+        loss_fn: LossFn,
         row_weights: np.ndarray,
     ) -> tuple[float, np.ndarray]:
         """Exact leave-one-out loss and gradient (the exact path's)."""
-        return self._exact().loss_grad(log_factors, rows, loss_fn, row_weights)
+        return self._exact().loss_grad(theta, rows, loss_fn, row_weights)

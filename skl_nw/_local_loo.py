@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from . import _engine
@@ -17,7 +15,7 @@ __all__ = ["LocalLeaveOneOut"]
 class LocalLeaveOneOut:
     """Leave-one-out predictions and loss gradient of a local polynomial fit (the search protocol).
 
-    The interface of :class:`skl_nw._engine.LeaveOneOut`.  The leave-one-out
+    The interface of :class:`skl_nw._engine.LeaveOneOutProtocol`.  The leave-one-out
     fit at training row ``i`` is the local fit of moment sums from which the
     engine drops row ``i`` by index: the exact refit without ``i`` (the
     treatment of a degenerate local problem included), computed at once
@@ -26,6 +24,8 @@ class LocalLeaveOneOut:
     ``y_i - yhat_(-i) = (y_i - yhat_i) / (1 - H_ii)``, computed without its
     cancellation as ``H_ii -> 1``.
     """
+
+    takes_lambdas = False
 
     def __init__(self, train, kernel: Kernel, degree: int, rtol: float, fallback: str = "nearest"):
         d = train.X.shape[1]
@@ -97,9 +97,9 @@ class LocalLeaveOneOut:
 
     def loss_grad(
         self,
-        log_factors: np.ndarray,
+        theta: np.ndarray,
         rows: np.ndarray,
-        loss_fn: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
+        loss_fn: _engine.LossFn,
         row_weights: np.ndarray,
     ) -> tuple[float, np.ndarray]:
         """Leave-one-out loss at ``rows`` and its gradient in the log bandwidth multiples.
@@ -113,7 +113,7 @@ class LocalLeaveOneOut:
         Exact for the degree each query is fitted at (it is piecewise
         constant in the bandwidths).
         """
-        factors = np.exp(log_factors)
+        factors = np.exp(theta)
         train = self.train.rescaled(factors)
         Z, Y = self.Z / factors, self.targets
         k, dmom, mom = Y.shape[1], self._dmom, self._mom

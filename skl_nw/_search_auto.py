@@ -17,7 +17,6 @@ import numpy as np
 from sklearn.base import is_classifier
 
 from ._kernels import get_kernel
-from ._search_mixed import takes_lambdas
 
 __all__ = ["centred_candidates", "resolve_method", "resolve_per_feature"]
 
@@ -58,7 +57,7 @@ def resolve_method(search, cats, loo) -> str:
     if _flat(search):
         return "grid"
     # Categorical features: L-BFGS-B learns each lambda (the grid is 40 x 7^J candidates).
-    return "lbfgs" if takes_lambdas(loo()) else "grid"
+    return "lbfgs" if loo().takes_lambdas else "grid"
 
 
 def _flat(search) -> bool:

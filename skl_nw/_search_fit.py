@@ -9,7 +9,7 @@ from sklearn.base import clone, is_classifier
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
-from . import _search_lbfgs, _search_mixed
+from . import _search_lbfgs
 from ._search_auto import resolve_per_feature
 from ._search_lbfgs import RowChunks
 from ._search_support import _log_loss, _squared_error
@@ -37,13 +37,13 @@ class _Fitting:
         cats, _ = self._categories_of(Xu)
         shared = np.zeros(d, np.intp) if cats is None else np.cumsum(cats.mask)
         tie = np.arange(d) if resolve_per_feature(self) else shared
-        if cats is not None and not _search_mixed.takes_lambdas(loo):
+        if cats is not None and not loo.takes_lambdas:
             raise ValueError(
                 f"method={self.method_!r} does not learn the lambdas of "
                 f"{type(self.estimator).__name__}'s categorical features; use method='grid', "
                 "which scores a grid of them."
             )
-        to_bandwidth = getattr(loo, "bandwidth_at", lambda t: h0 * np.exp(t))
+        to_bandwidth = loo.bandwidth_at if loo.takes_lambdas else lambda t: h0 * np.exp(t)
         return loo, loss_fn, tie, to_bandwidth
 
     def _finish_gradient(self, Xu, yu, wu, bandwidth) -> np.ndarray:

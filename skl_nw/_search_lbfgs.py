@@ -59,16 +59,16 @@ class RowChunks:
         self.size = min(_FIRST_CHUNK, self.limit)
         self.report = report
 
-    def loss_grad(self, loo, log_factors, rows, loss_fn, weights) -> tuple[float, np.ndarray]:
-        """``loo.loss_grad(log_factors, rows, loss_fn, weights)``, chunk by chunk."""
+    def loss_grad(self, loo, theta, rows, loss_fn, weights) -> tuple[float, np.ndarray]:
+        """``loo.loss_grad(theta, rows, loss_fn, weights)``, chunk by chunk."""
         n, total = len(rows), weights.sum()
         loss, grad, start = 0.0, 0.0, 0
         while start < n:
             stop = min(n, start + self.size)
             if start == 0 and stop == n:  # one call does it
-                return loo.loss_grad(log_factors, rows, loss_fn, weights)
+                return loo.loss_grad(theta, rows, loss_fn, weights)
             began = time.perf_counter()
-            part_loss, part_grad = loo.loss_grad(log_factors, rows[start:stop], loss_fn,
+            part_loss, part_grad = loo.loss_grad(theta, rows[start:stop], loss_fn,
                                                  weights[start:stop])  # fmt: skip
             elapsed = time.perf_counter() - began
             share = weights[start:stop].sum() / total
@@ -99,7 +99,7 @@ def minimise(
     Parameters
     ----------
     loo : LeaveOneOut protocol object
-        Its ``loss_grad(log_factors, rows, loss_fn, row_weights)``.
+        Its ``loss_grad(theta, rows, loss_fn, row_weights)``.
     size : int
         Number of free parameters ``theta``.
     tie : ndarray of int of shape (n_features,)

@@ -72,7 +72,7 @@ def grid_scores(search, Xu, yu, wu, base, factors, grid, score) -> np.ndarray:
     loo = est._leave_one_out()
     if search.criterion != "loo":
         return _criterion_scores(search, est, loo, Xu, yu, wu, base, factors, grid), est
-    if takes_lambdas(loo):  # every lambda from one pass over the cells
+    if loo.takes_lambdas:  # every lambda from one pass over the cells
         P = loo.predictions(factors, n_jobs=search.n_jobs, lambdas=grid)
     else:  # one pass per lambda vector
         P = np.stack([
@@ -90,7 +90,7 @@ def grid_scores(search, Xu, yu, wu, base, factors, grid, score) -> np.ndarray:
 
 def _criterion_scores(search, est, loo, Xu, yu, wu, base, factors, grid) -> np.ndarray:
     """In-sample criterion of every (lambda, factor) candidate, lambda-major."""
-    if takes_lambdas(loo):  # fits and hat diagonals of every lambda from one pass
+    if loo.takes_lambdas:  # fits and hat diagonals of every lambda from one pass
         fits, hat = loo.fits(factors, n_jobs=search.n_jobs, lambdas=grid)
     else:  # one pass per lambda vector
         fits, hat = zip(*[
@@ -100,11 +100,6 @@ def _criterion_scores(search, est, loo, Xu, yu, wu, base, factors, grid) -> np.n
         ], strict=True)  # fmt: skip
     return np.concatenate([search._criterion_scores(F, H, yu, wu)
                            for F, H in zip(fits, hat, strict=True)])  # fmt: skip
-
-
-def takes_lambdas(loo) -> bool:
-    """Whether a leave-one-out object scores many lambdas at once and maps SGD's theta."""
-    return hasattr(loo, "bandwidth_at")
 
 
 def _with(base: np.ndarray, mask: np.ndarray, lambdas: np.ndarray) -> np.ndarray:

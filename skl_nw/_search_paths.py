@@ -8,8 +8,9 @@ The rules (``BandwidthSearchCV``'s Notes say the same):
 
 * The in-sample criteria (AICc, GCV) are computed on the exact path: the
   binned path approximates leave-one-out predictions only.
-* :class:`LocalPolynomialRegressor`'s leave-one-out is exact on every
-  algorithm (its binned fit would only build a grid it does not use).
+* An estimator whose ``_binned_leave_one_out`` is False (the local
+  polynomial fits) has an exact leave-one-out on every algorithm (its binned
+  fit would only build a grid it does not use).
 * Otherwise an estimator that takes the binned path scores on its grid the
   candidates whose grid holds at most :data:`PAIRS_PER_NODE` times fewer
   nodes than there are pairs of training points (and fits the memory limit
@@ -29,10 +30,8 @@ import numpy as np
 from sklearn.base import BaseEstimator, clone, is_classifier
 
 from . import _binning
-from ._engine._binned import _check_size as check_grid_size
-from ._engine._binned import grid_step, make_grid, margin_radius
+from ._engine._binned import check_grid_size, grid_step, make_grid, margin_radius
 from ._kernels import get_kernel
-from ._local_poly import LocalPolynomialRegressor
 from ._search_support import _backend, loo_base
 
 __all__ = ["Path", "exact_twin", "scoring_paths"]
@@ -87,7 +86,7 @@ def exact_twin(estimator: BaseEstimator) -> BaseEstimator:
 
 def _takes_binned(estimator: BaseEstimator, X: np.ndarray, criterion: str) -> bool:
     """Whether the candidates' leave-one-out predictions would come from a binned grid."""
-    if criterion != "loo" or isinstance(estimator, LocalPolynomialRegressor):
+    if criterion != "loo" or not estimator._binned_leave_one_out:
         return False
     return _binning.wanted(estimator, X)  # the estimator's own rule (algorithm, binned_tol)
 

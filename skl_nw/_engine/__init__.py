@@ -23,8 +23,6 @@ The operations below are thin layers over :func:`kernel_sums`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse import vstack as sparse_vstack
@@ -36,13 +34,17 @@ from ._auto import choose_algorithm, neighbour_fraction
 from ._chunks import Options, budget
 from ._gradient import loo_loss_grad
 from ._mixed import MixedLeaveOneOut
+from ._protocol import LeaveOneOutProtocol, LossFn, MixedLeaveOneOutProtocol
 from ._sums import KernelSums, kernel_sums, run_chunks
 from ._train import TrainSet, prepare_train
 
 __all__ = [
     "KernelSums",
     "LeaveOneOut",
+    "LeaveOneOutProtocol",
+    "LossFn",
     "MixedLeaveOneOut",
+    "MixedLeaveOneOutProtocol",
     "Options",
     "TrainSet",
     "attention",
@@ -168,33 +170,14 @@ def _check_dense_fits(m: int, n: int, options: Options) -> None:
 
 
 class LeaveOneOut:
-    """The protocol between a fitted estimator and ``BandwidthSearchCV``.
+    """The leave-one-out protocol (:class:`LeaveOneOutProtocol`) of the pooling estimators.
 
-    A fitted estimator's ``_leave_one_out()`` returns an object with this
-    interface, and the search uses nothing else of the estimator's private
-    state.  A new estimator class (another smoother) serves the search by
-    returning an object of its own with the same three members:
-
-    * ``targets``: (n, k) array, caller order: what the leave-one-out
-      predictions estimate (targets, or one-hot labels);
-    * ``predictions(factors, n_jobs=None, rows=None)``: (F, n, k) closed-form
-      leave-one-out predictions at bandwidths ``factor * bandwidth_`` (caller
-      order), or (F, len(rows), k) at the training ``rows`` only (what the
-      search times to choose the backend);
-    * ``loss_grad(log_factors, rows, loss_fn, row_weights)``: the
-      leave-one-out loss at training ``rows`` for the bandwidths
-      ``exp(log_factors) * bandwidth_`` and its gradient in ``log_factors``
-      (``loss_fn(P, rows) -> (losses, dloss/dP)``).
-    * ``fits(factors, n_jobs)``: ``(fitted, hat)``, the in-sample fitted
-      values (F, n, k) at bandwidths ``factor * bandwidth_`` and the hat
-      diagonal (F, n), ``H_ii`` the weight of training point ``i`` (its
-      sample weight included) in its own fit, so ``tr H = sum_i H_ii``: what
-      the in-sample criteria (AICc, GCV) of the search need.
-
-    This one serves the Nadaraya–Watson estimators: its predictions are
+    It serves Nadaraya–Watson and Parzen fits: its predictions are
     :func:`loo_pool`, its gradient :func:`loo_loss_grad`, its hat diagonal
     ``w_i K(0) / sum_j w_j K_ij``.
     """
+
+    takes_lambdas = False
 
     def __init__(self, train: TrainSet, kernel: Kernel, fallback: str, rtol: float):
         self.train, self.kernel, self.fallback, self.rtol = train, kernel, fallback, rtol
@@ -215,11 +198,11 @@ class LeaveOneOut:
 
     def loss_grad(
         self,
-        log_factors: np.ndarray,
+        theta: np.ndarray,
         rows: np.ndarray,
-        loss_fn: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
+        loss_fn: LossFn,
         row_weights: np.ndarray,
     ) -> tuple[float, np.ndarray]:
-        """Leave-one-out loss and gradient at bandwidths ``exp(log_factors) * bandwidth_``."""
-        train = self.train.rescaled(np.exp(log_factors))
+        """Leave-one-out loss and gradient at bandwidths ``exp(theta) * bandwidth_``."""
+        train = self.train.rescaled(np.exp(theta))
         return loo_loss_grad(train, self.kernel, rows, loss_fn, row_weights)

@@ -43,7 +43,15 @@ from .._kernels import Kernel, get_kernel
 from ._chunks import Options
 from ._dense import compiled
 
-__all__ = ["MAX_FEATURES", "BinnedSums", "Grid", "grid_step", "stencil_at", "truncation_radius"]
+__all__ = [
+    "MAX_FEATURES",
+    "BinnedSums",
+    "Grid",
+    "check_grid_size",
+    "grid_step",
+    "stencil_at",
+    "truncation_radius",
+]
 
 #: The binned path covers one to three features.
 MAX_FEATURES = 3
@@ -179,11 +187,11 @@ def make_grid(X: np.ndarray, step: float, radius: float, rows=slice(None)) -> Gr
     lo, hi = column_range(X, rows)
     lo, hi = lo - pad, hi + pad
     shape = tuple(int(s) for s in np.ceil((hi - lo) / step).astype(np.int64) + 1)
-    _check_size(shape, 1)
+    check_grid_size(shape, 1)
     return Grid(lo, np.full(X.shape[1], float(step)), shape)
 
 
-def _check_size(shape, columns: int) -> None:
+def check_grid_size(shape, columns: int) -> None:
     need = float(np.prod(np.array(shape, dtype=float))) * columns
     if need > _MAX_GRID_VALUES:
         raise MemoryError(
@@ -262,7 +270,7 @@ def convolve(counts: np.ndarray, shape: tuple[int, ...], K):
         return out.reshape(k, -1), False
     half = [n // 2 for n in K.shape]
     size = [scipy.fft.next_fast_len(n + L, real=True) for n, L in zip(shape, half, strict=True)]
-    _check_size(size, k + 1)
+    check_grid_size(size, k + 1)
     wrapped = np.zeros(size)
     wrapped[np.ix_(*[np.arange(-L, L + 1) % P for L, P in zip(half, size, strict=True)])] = K
     axes = tuple(range(1, len(shape) + 1))
@@ -388,7 +396,7 @@ class BinnedSums:
         self.mid = 0.5 * (top + bottom)
         self.radius = truncation_radius(kernel, tol)
         self.grid = make_grid(X, grid_step(kernel, tol, d), margin_radius(kernel, tol), active)
-        _check_size(self.grid.shape, values.shape[1] + 1)
+        check_grid_size(self.grid.shape, values.shape[1] + 1)
         self.total = float(w.sum())
         self.counts = linear_bin(X, w, values, self.mid, self.grid)
         self.sums, used_fft = convolve(self.counts, self.grid.shape, self.stencil(self.grid))

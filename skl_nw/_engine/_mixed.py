@@ -31,7 +31,7 @@ def tables_of(lambdas) -> np.ndarray:
 
 
 class MixedLeaveOneOut:
-    """The search protocol (see :class:`skl_nw._engine.LeaveOneOut`) for mixed data.
+    """The leave-one-out protocol on mixed data (:class:`MixedLeaveOneOutProtocol`).
 
     ``predictions`` also takes ``lambdas``, an (L, n_categorical) array of
     candidate lambda vectors (the continuous bandwidths scaled by ``factors``
@@ -40,6 +40,8 @@ class MixedLeaveOneOut:
     each continuous bandwidth, and the transformed lambda of each categorical
     feature; ``bandwidth_at(theta)`` maps it to a bandwidth vector.
     """
+
+    takes_lambdas = True
 
     def __init__(self, base, kernels, bandwidth: np.ndarray, mask: np.ndarray):
         self.base, self.kernels = base, kernels
