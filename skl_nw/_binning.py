@@ -10,9 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ._engine import LossFn, Options
-from ._engine._binned import MAX_FEATURES, BinnedSums
-from ._engine._binned_loo import loo_pool
+from ._engine import MAX_FEATURES, BinnedSums, LossFn, Options, binned_loo_pool
 
 __all__ = ["DEFAULT_TOL", "BinnedLeaveOneOut", "build", "mean_std", "pool", "pooling", "wanted"]
 
@@ -112,7 +110,7 @@ class BinnedLeaveOneOut:
 
     def predictions(self, factors, n_jobs=None, rows=None) -> np.ndarray:
         """Binned leave-one-out predictions at the training points, per bandwidth multiple."""
-        P = loo_pool(self.binned, factors, self.fallback)
+        P = binned_loo_pool(self.binned, factors, self.fallback)
         return P if rows is None else P[:, rows]
 
     def fits(self, factors, n_jobs=None):

@@ -30,7 +30,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, clone, is_classifier
 
 from . import _binning
-from ._engine._binned import check_grid_size, grid_step, make_grid, margin_radius
+from ._engine import check_grid_size, grid_step, make_grid, margin_radius
 from ._kernels import get_kernel
 from ._search_support import _backend, loo_base
 

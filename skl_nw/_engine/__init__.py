@@ -31,14 +31,25 @@ from .._inference import hat_diagonal
 from .._kernels import Kernel
 from . import _dense, _tree
 from ._auto import choose_algorithm, neighbour_fraction
+from ._binned import (
+    MAX_FEATURES,
+    BinnedSums,
+    check_grid_size,
+    grid_step,
+    make_grid,
+    margin_radius,
+)
+from ._binned_loo import loo_pool as binned_loo_pool
 from ._chunks import Options, budget
 from ._gradient import loo_loss_grad
 from ._mixed import MixedLeaveOneOut
 from ._protocol import LeaveOneOutProtocol, LossFn, MixedLeaveOneOutProtocol
-from ._sums import KernelSums, kernel_sums, run_chunks
+from ._sums import KernelSums, kernel_sums, power_of_two, run_chunks
 from ._train import TrainSet, prepare_train
 
 __all__ = [
+    "MAX_FEATURES",
+    "BinnedSums",
     "KernelSums",
     "LeaveOneOut",
     "LeaveOneOutProtocol",
@@ -48,13 +59,19 @@ __all__ = [
     "Options",
     "TrainSet",
     "attention",
+    "binned_loo_pool",
+    "check_grid_size",
     "choose_algorithm",
     "class_log_sums",
+    "grid_step",
     "kernel_sums",
     "loo_loss_grad",
     "loo_pool",
+    "make_grid",
+    "margin_radius",
     "neighbour_fraction",
     "pool",
+    "power_of_two",
     "prepare_train",
 ]
 
