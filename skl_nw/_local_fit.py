@@ -32,8 +32,7 @@ from math import comb as _int_comb
 import numpy as np
 from scipy.special import comb
 
-from ._engine import KernelSums
-from ._engine._chunks import single_threaded_blas
+from ._engine import KernelSums, single_threaded_blas
 from ._engine._dense import compiled
 from ._local_solve import (
     DEAD_VARIANCE,

@@ -309,7 +309,7 @@ def test_chained_slopes_equal_separate_exps(compiled, rng, monkeypatch, k, d):
 @pytest.mark.parametrize("task", ["regression", "classification"])
 @pytest.mark.parametrize("far", [False, True])
 def test_loo_loss_grad_same_on_both_paths(compiled, rng, monkeypatch, task, far):
-    from skl_nw._search_support import _log_loss, _squared_error
+    from skl_nw._search._scoring import _log_loss, _squared_error
 
     n, d = 150, 3
     X = rng.normal(size=(n, d)) * [1.0, 3.0, 0.2]

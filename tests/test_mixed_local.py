@@ -107,7 +107,7 @@ def _ordered_data(n=120, seed=0):
 
 @pytest.mark.parametrize("degree", [0, 1, 2])
 def test_local_lambda_grid_and_gradient(degree):
-    from skl_nw._search_support import _squared_error
+    from skl_nw._search._scoring import _squared_error
 
     X, y = _ordered_data()
     params = {"degree": degree, "categorical_features": [2], "ordered_features": [3]}

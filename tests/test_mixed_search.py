@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from skl_nw import BandwidthSearchCV, NadarayaWatsonRegressor, ParzenClassifier
-from skl_nw._search_support import _log_loss, _squared_error
+from skl_nw._search._scoring import _log_loss, _squared_error
 
 statsmodels = pytest.importorskip("statsmodels.nonparametric.kernel_regression")
 

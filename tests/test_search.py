@@ -33,7 +33,7 @@ from conftest import onehot as _onehot
 from skl_nw import BandwidthSearchCV, NadarayaWatsonRegressor, ParzenClassifier
 from skl_nw._engine import loo_loss_grad, loo_pool, prepare_train
 from skl_nw._kernels import KERNELS, kernel_names
-from skl_nw._search_support import _log_loss, _squared_error
+from skl_nw._search._scoring import _log_loss, _squared_error
 
 NAMES = kernel_names()
 COMPACT = [name for name in NAMES if np.isfinite(KERNELS[name].support)]

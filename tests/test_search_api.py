@@ -21,8 +21,8 @@ from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.metadata_routing import get_routing_for_object
 
-import skl_nw._search_grid
-import skl_nw._search_support
+import skl_nw._search._grid
+import skl_nw._search._progress
 from skl_nw import (
     BandwidthSearchCV,
     LocalPolynomialRegressor,
@@ -303,7 +303,7 @@ def test_verbose_0_is_silent(rng, capsys, method):
 
 @pytest.mark.parametrize("verbose", [1, 2, 3])
 def test_verbose_grid(rng, capsys, monkeypatch, verbose):
-    monkeypatch.setattr(skl_nw._search_support, "PROGRESS_INTERVAL", 0.0)
+    monkeypatch.setattr(skl_nw._search._progress, "PROGRESS_INTERVAL", 0.0)
     X, y, _ = _data(rng)
     # not multiples of one vector: one engine call, and one progress step, per candidate
     bandwidths = [0.2, np.array([0.3, 20.0]), 0.5, np.array([0.6, 30.0])]
@@ -338,7 +338,7 @@ def test_verbose_grid(rng, capsys, monkeypatch, verbose):
 
 @pytest.mark.parametrize("verbose", [1, 2, 3])
 def test_verbose_sgd(rng, capsys, monkeypatch, verbose):
-    monkeypatch.setattr(skl_nw._search_support, "PROGRESS_INTERVAL", 0.0)
+    monkeypatch.setattr(skl_nw._search._progress, "PROGRESS_INTERVAL", 0.0)
     X, y, _ = _data(rng)
     params = {**SGD, "tol": None, "max_iter": 6}
     search = BandwidthSearchCV(NadarayaWatsonRegressor(), verbose=verbose, **params).fit(X, y)
@@ -383,8 +383,8 @@ def test_verbose_default_grid_reports_rows(rng, capsys, monkeypatch):
     # The default grid is one engine call: on a large training set it runs in blocks
     # of rows (here of one row at least), so that a long search reports its progress
     # (here every block: interval 0); verbose or not, the same blocks.
-    monkeypatch.setattr(skl_nw._search_support, "PROGRESS_INTERVAL", 0.0)
-    monkeypatch.setattr(skl_nw._search_grid, "_MIN_BLOCK_ROWS", 1)
+    monkeypatch.setattr(skl_nw._search._progress, "PROGRESS_INTERVAL", 0.0)
+    monkeypatch.setattr(skl_nw._search._grid, "_MIN_BLOCK_ROWS", 1)
     X, y, _ = _data(rng)
     quiet = BandwidthSearchCV(NadarayaWatsonRegressor()).fit(X, y)
     loud = BandwidthSearchCV(NadarayaWatsonRegressor(), verbose=1).fit(X, y)

@@ -16,11 +16,11 @@ import pytest
 from numpy.testing import assert_allclose
 
 import skl_nw._engine
-import skl_nw._search_lbfgs
-import skl_nw._search_support
+import skl_nw._search._lbfgs
+import skl_nw._search._progress
 from skl_nw import BandwidthSearchCV, NadarayaWatsonRegressor, ParzenClassifier
-from skl_nw._search_lbfgs import RowChunks
-from skl_nw._search_support import _log_loss, _squared_error
+from skl_nw._search._lbfgs import RowChunks
+from skl_nw._search._scoring import _log_loss, _squared_error
 
 MIXED = {"categorical_features": [1]}
 
@@ -35,9 +35,9 @@ def _data(rng, n=60, categorical=False):
 
 def _small_chunks(monkeypatch, rows=16):
     """Chunks of ``rows`` rows whatever the timing (no growth past the first, no shrinking)."""
-    monkeypatch.setattr(skl_nw._search_lbfgs, "_FIRST_CHUNK", rows)
-    monkeypatch.setattr(skl_nw._search_lbfgs, "_GROWTH", 1.0)
-    monkeypatch.setattr(skl_nw._search_lbfgs, "CHUNK_SECONDS", 1e9)
+    monkeypatch.setattr(skl_nw._search._lbfgs, "_FIRST_CHUNK", rows)
+    monkeypatch.setattr(skl_nw._search._lbfgs, "_GROWTH", 1.0)
+    monkeypatch.setattr(skl_nw._search._lbfgs, "CHUNK_SECONDS", 1e9)
 
 
 @pytest.mark.parametrize("kind", ["regressor", "classifier", "mixed"])
@@ -79,7 +79,7 @@ def test_chunked_search_equals_the_unchunked_one(rng, monkeypatch):
 
 @pytest.mark.parametrize("verbose", [1, 2])
 def test_lbfgs_reports_iterations_and_rows(rng, capsys, monkeypatch, verbose):
-    monkeypatch.setattr(skl_nw._search_support, "PROGRESS_INTERVAL", 0.0)
+    monkeypatch.setattr(skl_nw._search._progress, "PROGRESS_INTERVAL", 0.0)
     _small_chunks(monkeypatch)
     X, y = _data(rng)
     search = BandwidthSearchCV(NadarayaWatsonRegressor(), method="lbfgs", verbose=verbose)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
 
-from skl_nw._search_support import _collapse
+from skl_nw._search._rows import _collapse
 
 
 def _by_unique(X, y, w):

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
-import skl_nw._search_grid
-import skl_nw._search_support
+import skl_nw._search._grid
+import skl_nw._search._progress
 from skl_nw import (
     BandwidthSearchCV,
     LocalPolynomialRegressor,
@@ -24,7 +24,7 @@ from skl_nw import (
     _binning,
     _engine,
 )
-from skl_nw._search_paths import scoring_paths
+from skl_nw._search._paths import scoring_paths
 
 pytestmark = pytest.mark.filterwarnings("ignore:The selected bandwidth:UserWarning")
 
@@ -198,7 +198,7 @@ def test_mixed_criteria_come_from_one_pass_and_equal_refits(monkeypatch, Est, cr
     [(lambda: NadarayaWatsonRegressor(algorithm="binned"), 2000), (NadarayaWatsonRegressor, 300)],
 )
 def test_verbose_changes_nothing_computed(monkeypatch, capsys, make, n):
-    monkeypatch.setattr(skl_nw._search_support, "PROGRESS_INTERVAL", 0.0)
+    monkeypatch.setattr(skl_nw._search._progress, "PROGRESS_INTERVAL", 0.0)
     calls = []
     for cls in (_binning.BinnedLeaveOneOut, _engine.LeaveOneOut):
         original = cls.predictions

@@ -40,7 +40,7 @@ from ._binned import (
     margin_radius,
 )
 from ._binned_loo import loo_pool as binned_loo_pool
-from ._chunks import Options, budget
+from ._chunks import Options, budget, single_threaded_blas
 from ._gradient import loo_loss_grad
 from ._mixed import MixedLeaveOneOut
 from ._protocol import LeaveOneOutProtocol, LossFn, MixedLeaveOneOutProtocol
@@ -73,6 +73,7 @@ __all__ = [
     "pool",
     "power_of_two",
     "prepare_train",
+    "single_threaded_blas",
 ]
 
 

@@ -9,10 +9,10 @@ from sklearn.base import clone, is_classifier
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
-from . import _search_lbfgs
-from ._search_auto import resolve_per_feature
-from ._search_lbfgs import RowChunks
-from ._search_support import _log_loss, _squared_error
+from . import _lbfgs
+from ._auto import resolve_per_feature
+from ._lbfgs import RowChunks
+from ._scoring import _log_loss, _squared_error
 
 # log-bandwidths may move this far from their start (e^40 ~ 2e17): unbounded in
 # practice, yet every scaled coordinate stays finite.
@@ -55,7 +55,7 @@ class _Fitting:
 
     def _fit_lbfgs(self, Xu, yu, wu) -> np.ndarray:
         loo, loss_fn, tie, to_bandwidth = self._gradient_setup(Xu, yu, wu)
-        theta, self.loss_curve_, self.n_iter_, converged = _search_lbfgs.minimise(
+        theta, self.loss_curve_, self.n_iter_, converged = _lbfgs.minimise(
             loo, tie.max() + 1, tie, loss_fn, wu, max_iter=self.max_iter, tol=self.tol,
             bound=_MAX_LOG_STEP, chunks=RowChunks(len(Xu), self._report_rows),
             report=lambda it, loss, t: self._report_epoch(it, loss, to_bandwidth(t[tie])),

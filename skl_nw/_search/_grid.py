@@ -3,7 +3,7 @@
 The default continuous grid grows where its best candidate is an end
 (:data:`EXTEND_STEPS` more multiples at a time, at most :data:`EXTEND_BLOCKS`
 times); any grid whose best candidate is still an end warns
-(:func:`skl_nw._search_results.warn_at_edge`).
+(:func:`skl_nw._results.warn_at_edge`).
 """
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ from sklearn.base import is_classifier
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import Pipeline
 
-from . import _search_mixed
-from ._inference import criterion_parts, infinite_criterion, negated_criterion
-from ._search_candidates import DEFAULT_FACTORS
-from ._search_paths import scoring_paths
-from ._search_results import edge_of, grid_results, warn_at_edge
-from ._search_support import _backend, _DefaultScorer
+from .._inference import criterion_parts, infinite_criterion, negated_criterion
+from . import _mixed
+from ._backend import _backend
+from ._candidates import DEFAULT_FACTORS
+from ._paths import scoring_paths
+from ._results import edge_of, grid_results, warn_at_edge
+from ._scoring import _DefaultScorer
 
 __all__ = ["_Grid"]
 
@@ -154,8 +155,8 @@ class _Grid:
         """
         start = time.perf_counter()
         base = self._base_bandwidth(Xu, wu)
-        candidates, grid = _search_mixed.candidates(cats, base, DEFAULT_FACTORS)
-        scores, fitted = _search_mixed.grid_scores(
+        candidates, grid = _mixed.candidates(cats, base, DEFAULT_FACTORS)
+        scores, fitted = _mixed.grid_scores(
             self, Xu, yu, wu, base, DEFAULT_FACTORS, grid, self._score
         )
         self._grid_time[0] += time.perf_counter() - start

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import clone, is_classifier
@@ -17,10 +19,39 @@ from sklearn.utils.metadata_routing import (
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import has_fit_parameter, validate_data
 
-from . import _categorical
-from ._base import check_weights
-from ._search_results import rename_results
-from ._search_support import _DefaultScorer, _nw_step, _Routed
+from .. import _categorical
+from .._base import _NWBase, check_weights
+from ._results import rename_results
+from ._scoring import _DefaultScorer
+
+_ESTIMATOR_ERROR = (
+    "estimator must be a NadarayaWatsonRegressor, a ParzenClassifier, a "
+    "LocalPolynomialRegressor, or a Pipeline whose last step is one of them; got {}. To "
+    "tune a bandwidth after preprocessing, pass make_pipeline(StandardScaler(), "
+    "NadarayaWatsonRegressor()) or put BandwidthSearchCV last in the pipeline."
+)
+
+
+def _nw_step(estimator):
+    """Return the kernel estimator searched: ``estimator`` or its pipeline's last step.
+
+    A Nadaraya–Watson regressor, a Parzen classifier or a local polynomial
+    regressor; None when there is none (any other estimator, or a pipeline
+    not ending in one).
+    """
+    if isinstance(estimator, Pipeline) and estimator.steps:
+        estimator = estimator.steps[-1][1]
+    return estimator if isinstance(estimator, _NWBase) else None
+
+
+class _Routed(NamedTuple):
+    """Where ``fit``'s ``sample_weight`` goes."""
+
+    fit: dict  # to the estimator's (or the pipeline's) fit
+    search: dict  # to GridSearchCV.fit
+    nw: np.ndarray | None  # the Nadaraya–Watson estimator's fit weights
+    score: np.ndarray | None  # the scorer's weights
+    pre: dict  # to the pipeline's preceding steps (fit_transform)
 
 
 class _Plumbing:

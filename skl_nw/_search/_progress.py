@@ -2,9 +2,57 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
-from ._search_support import _bandwidths, _say
+# verbose=1 prints at most one progress line per this many seconds (tests set it to 0).
+PROGRESS_INTERVAL = 5.0
+
+
+def _say(message: str) -> None:
+    print(f"[BandwidthSearchCV] {message}", flush=True)  # noqa: T201
+
+
+def _bandwidths(h: np.ndarray, verbose: int) -> str:
+    """Format bandwidths for a progress line: their range, or every entry at verbose >= 3."""
+    if verbose >= 3:
+        return "[" + ", ".join(f"{v:.4g}" for v in h) + "]"
+    low, high = float(np.min(h)), float(np.max(h))
+    return f"{low:.4g}" if low == high else f"{low:.4g}..{high:.4g}"
+
+
+class _Progress:
+    """The clock of one search and its throttled progress lines (verbose >= 1)."""
+
+    def __init__(self, verbose: int):
+        self.verbose = verbose
+        self.start = self.last = time.monotonic()
+
+    def update(self, done: int, total: int, unit: str, bound: bool = False) -> None:
+        """Report ``done`` of ``total`` units, at most once per ``PROGRESS_INTERVAL``."""
+        now = time.monotonic()
+        if self.verbose < 1 or done >= total or now - self.last < PROGRESS_INTERVAL:
+            return
+        self.last = now
+        elapsed = now - self.start
+        left = elapsed * (total - done) / done
+        _say(
+            f"{done}/{total} {unit} ({done / total:.0%}), {elapsed:.1f} s elapsed, "
+            f"about {left:.1f} s left{' at most' if bound else ''}"
+        )
+
+    def note(self, message: str) -> None:
+        """Print ``message``, at most once per ``PROGRESS_INTERVAL`` with the other lines."""
+        now = time.monotonic()
+        if self.verbose < 1 or now - self.last < PROGRESS_INTERVAL:
+            return
+        self.last = now
+        _say(f"{message}, {now - self.start:.1f} s elapsed")
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
 
 __all__ = ["_Reporting"]
 

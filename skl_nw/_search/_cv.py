@@ -14,17 +14,17 @@ from sklearn.utils.metadata_routing import (
     UNUSED,
 )
 
-from . import _search_mixed
-from ._base import check_weights
-from ._inference import CRITERIA
-from ._search_auto import centred_candidates, resolve_method
-from ._search_candidates import _Candidates
-from ._search_delegation import _Delegation
-from ._search_fit import _Fitting
-from ._search_grid import _Grid
-from ._search_plumbing import _Plumbing
-from ._search_report import _Reporting
-from ._search_support import _ESTIMATOR_ERROR, _bandwidths, _collapse, _nw_step, _Progress, _say
+from .._base import check_weights
+from .._inference import CRITERIA
+from . import _mixed
+from ._auto import centred_candidates, resolve_method
+from ._candidates import _Candidates
+from ._delegation import _Delegation
+from ._gradient import _Fitting
+from ._grid import _Grid
+from ._progress import _bandwidths, _Progress, _Reporting, _say
+from ._routing import _ESTIMATOR_ERROR, _nw_step, _Plumbing
+from ._rows import _collapse
 
 __all__ = ["BandwidthSearchCV"]
 
@@ -406,7 +406,7 @@ class BandwidthSearchCV(
         if cats is None:
             Xu, yu, wu = _collapse(X, y, check_weights(w_nw, X))
         else:
-            Xu, yu, wu = _search_mixed.collapse(X, Xnum, y, check_weights(w_nw, Xnum), _collapse)
+            Xu, yu, wu = _mixed.collapse(X, Xnum, y, check_weights(w_nw, Xnum), _collapse)
         if len(Xu) < 2:
             raise ValueError(
                 "Leave-one-out needs at least 2 distinct training points with positive "

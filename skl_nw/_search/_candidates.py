@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import is_classifier
 
-from . import _categorical, _search_mixed
-from ._base import rule_of_thumb
-from ._inference_api import standardized
-from ._search_support import PROBA_FLOOR, _LOOClassifier, _LOORegressor
+from .. import _categorical
+from .._base import rule_of_thumb
+from .._inference_api import standardized
+from . import _mixed
+from ._scoring import PROBA_FLOOR, _LOOClassifier, _LOORegressor
 
 __all__ = ["DEFAULT_FACTORS", "_Candidates"]
 
@@ -43,7 +44,7 @@ class _Candidates:
         rule = rule if isinstance(rule, str) else "scott"
         cats, Xnum = self._categories_of(X)
         if cats is not None:
-            return _search_mixed.base_bandwidth(cats, Xnum, rule, w)
+            return _mixed.base_bandwidth(cats, Xnum, rule, w)
         return rule_of_thumb(X, rule, w)
 
     def _candidates(self, X: np.ndarray, w: np.ndarray) -> list[np.ndarray]:
@@ -52,7 +53,7 @@ class _Candidates:
         if self.bandwidths is None:
             base = self._base_bandwidth(X, w)
             if cats is not None:
-                return _search_mixed.candidates(cats, base, DEFAULT_FACTORS)[0]
+                return _mixed.candidates(cats, base, DEFAULT_FACTORS)[0]
             return [factor * base for factor in DEFAULT_FACTORS]
         continuous = np.ones(X.shape[1], bool) if cats is None else ~cats.mask
         candidates = []

@@ -22,7 +22,7 @@ import numpy as np
 from scipy.optimize import minimize
 from sklearn import get_config
 
-from ._engine._chunks import single_threaded_blas
+from .._engine import single_threaded_blas
 
 __all__ = ["RowChunks", "minimise"]
 

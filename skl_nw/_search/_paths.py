@@ -19,7 +19,7 @@ The rules (``BandwidthSearchCV``'s Notes say the same):
   kept serves every larger one (coarsened: :mod:`skl_nw._engine._binned_loo`).
 
 On the exact path, ``algorithm="auto"`` picks its neighbour search by
-measurement (:func:`skl_nw._search_support.loo_base`).
+measurement (:func:`skl_nw._search._backend.loo_base`).
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.base import BaseEstimator, clone, is_classifier
 
-from . import _binning
-from ._engine import check_grid_size, grid_step, make_grid, margin_radius
-from ._kernels import get_kernel
-from ._search_support import _backend, loo_base
+from .. import _binning
+from .._engine import check_grid_size, grid_step, make_grid, margin_radius
+from .._kernels import get_kernel
+from ._backend import _backend, loo_base
 
 __all__ = ["Path", "exact_twin", "scoring_paths"]
 

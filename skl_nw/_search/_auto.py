@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import is_classifier
 
-from ._kernels import get_kernel
+from .._kernels import get_kernel
 
 __all__ = ["centred_candidates", "resolve_method", "resolve_per_feature"]
 
