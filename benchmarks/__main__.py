@@ -13,6 +13,7 @@ import sys
 # name -> module exposing main(argv); imported only when chosen.
 BENCHMARKS = {
     "binned": "benchmarks.bench_binned",
+    "coverage": "benchmarks.bench_coverage",
     "engine": "benchmarks.bench_engine",
     "inference": "benchmarks.bench_inference",
     "local_poly": "benchmarks.bench_local_poly",

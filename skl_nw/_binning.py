@@ -12,7 +12,16 @@ import numpy as np
 
 from ._engine import MAX_FEATURES, BinnedSums, LossFn, Options, binned_loo_pool
 
-__all__ = ["DEFAULT_TOL", "BinnedLeaveOneOut", "build", "mean_std", "pool", "pooling", "wanted"]
+__all__ = [
+    "DEFAULT_TOL",
+    "BinnedLeaveOneOut",
+    "build",
+    "mean_std",
+    "pool",
+    "pooling",
+    "variance_factor",
+    "wanted",
+]
 
 #: ``binned_tol`` used by ``algorithm="binned"`` when the user leaves it at None.
 DEFAULT_TOL = 1e-4
@@ -76,22 +85,42 @@ def mean_std(binned: BinnedSums, Q: np.ndarray, V: np.ndarray, k: int, exact: Ca
     (outside it, or below its floor) go to ``exact(rows)``, which returns the
     same two arrays.  The standard error is in units of ``Z``.
     """
-    if len(Q) * len(binned.w) <= _GRID_STD_MIN_RATIO * (len(binned.w) + binned.grid.size):
-        return exact(Q)  # few queries: the exact pass costs less than binning
+    if _few(binned, Q):
+        return exact(Q)
+    R, factor, good = _grid_moments(binned, Q, V)
+    sigma2 = np.maximum(R[:, k : 2 * k] - R[:, :k] ** 2, 0.0)
+    fit, std = R[:, 2 * k :], np.sqrt(sigma2 * factor[:, None])
+    redo = np.flatnonzero(~good)
+    if len(redo):
+        fit[redo], std[redo] = exact(Q[redo])
+    return fit, std
+
+
+def variance_factor(binned: BinnedSums, Q: np.ndarray, exact: Callable) -> np.ndarray:
+    """Return ``sum_i w_i K_i^2 / (sum_i w_i K_i)^2`` per scaled query, on the grid."""
+    if _few(binned, Q):
+        return exact(Q)
+    _, factor, good = _grid_moments(binned, Q, binned.values[:, :0])
+    redo = np.flatnonzero(~good)
+    if len(redo):
+        factor[redo] = exact(Q[redo])
+    return factor
+
+
+def _few(binned: BinnedSums, Q: np.ndarray) -> bool:
+    """Whether so few queries are asked that the exact pass costs less than binning."""
+    return len(Q) * len(binned.w) <= _GRID_STD_MIN_RATIO * (len(binned.w) + binned.grid.size)
+
+
+def _grid_moments(binned: BinnedSums, Q: np.ndarray, V: np.ndarray):
+    """Binned ``sum alpha V`` (m, c), ``sum w K^2 / (sum w K)^2`` (m,), where the grid answers."""
     args = (binned.X, binned.w)
     first = BinnedSums(*args, V, binned.kernel, binned.tol, binned.rtol)
     second = BinnedSums(*args, V[:, :0], binned.kernel, binned.tol, binned.rtol, power=2)
     S1, good1 = first.interpolated(Q)
     S2, good2 = second.interpolated(Q)
     with np.errstate(divide="ignore", invalid="ignore"):
-        R = S1[:, :-1] / S1[:, -1:] + first.mid
-        sigma2 = np.maximum(R[:, k : 2 * k] - R[:, :k] ** 2, 0.0)
-        std = np.sqrt(sigma2 * (S2[:, -1] / S1[:, -1] ** 2)[:, None])
-    fit = R[:, 2 * k :]
-    redo = np.flatnonzero(~(good1 & good2))
-    if len(redo):
-        fit[redo], std[redo] = exact(Q[redo])
-    return fit, std
+        return S1[:, :-1] / S1[:, -1:] + first.mid, S2[:, -1] / S1[:, -1] ** 2, good1 & good2
 
 
 class BinnedLeaveOneOut:

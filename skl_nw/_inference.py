@@ -10,20 +10,18 @@ the weight sum, ``alpha_i = w_i K_i / D`` the attention weights.
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import norm
 
 __all__ = [
     "aicc",
+    "concentration",
     "criterion_parts",
     "gcv",
     "hat_diagonal",
     "infinite_criterion",
-    "interval_from_std",
     "local_constant_std",
     "local_residual_variance",
     "negated_criterion",
     "nw_gradient",
-    "percentile_interval",
     "sandwich_factor",
     "sandwich_variance",
     "wild_multipliers",
@@ -91,6 +89,16 @@ def local_constant_std(sums, k: int, y_center: np.ndarray) -> tuple[np.ndarray, 
     sigma2 = np.maximum(second - (fit - y_center) ** 2, 0.0)
     concentration = _ratio(sums, 1, [-1])  # sum w K^2 / (sum w K)^2
     return fit, np.sqrt(sigma2 * concentration)
+
+
+def concentration(sums) -> np.ndarray:
+    """``sum_i w_i K_i^2 / (sum_i w_i K_i)^2 = sum_i alpha_i^2 / w_i`` per query: (m,).
+
+    ``sums`` has powers ``(1, 2)`` (any value columns): Nadaraya–Watson's
+    variance per unit noise variance, the inverse of its effective number of
+    attended points.
+    """
+    return _ratio(sums, 1, [-1])[:, 0]
 
 
 def sandwich_factor(a: np.ndarray, gram_sq: np.ndarray) -> np.ndarray:
@@ -186,30 +194,21 @@ def local_residual_variance(
     return np.maximum(var, 0.0)
 
 
-def interval_from_std(mean: np.ndarray, std: np.ndarray, alpha: float) -> np.ndarray:
-    """``mean -+ z_{1 - alpha / 2} std`` stacked on a last axis of 2 (lower, upper)."""
-    z = norm.ppf(1.0 - alpha / 2.0)
-    return np.stack([mean - z * std, mean + z * std], axis=-1)
-
-
 def wild_multipliers(rng: np.random.RandomState, n: int, n_boot: int, kind: str) -> np.ndarray:
     """(n, n_boot) independent wild-bootstrap multipliers of mean 0 and variance 1.
 
     "rademacher": -1 or 1 with probability 1/2; "mammen": Mammen's two-point
     law, ``-(sqrt 5 - 1) / 2`` with probability ``(sqrt 5 + 1) / (2 sqrt 5)``,
-    else ``(sqrt 5 + 1) / 2`` (third moment 1 as well).
+    else ``(sqrt 5 + 1) / 2`` (third moment 1 as well); "gaussian": standard
+    normal (fourth moment 3, that of Gaussian noise).
     """
+    if kind == "gaussian":
+        return rng.standard_normal((n, n_boot))
     u = rng.random_sample((n, n_boot))
     if kind == "rademacher":
         return np.where(u < 0.5, -1.0, 1.0)
     r5 = np.sqrt(5.0)
     return np.where(u < (r5 + 1) / (2 * r5), -(r5 - 1) / 2, (r5 + 1) / 2)
-
-
-def percentile_interval(center: np.ndarray, deviations: np.ndarray, alpha: float) -> np.ndarray:
-    """``center + [q_{alpha/2}, q_{1 - alpha/2}]`` of ``deviations`` (last axis the draws)."""
-    q = np.quantile(deviations, [alpha / 2.0, 1.0 - alpha / 2.0], axis=-1)
-    return center[..., None] + np.moveaxis(q, 0, -1)
 
 
 def hat_diagonal(sums, log_w: np.ndarray) -> np.ndarray:

@@ -16,6 +16,8 @@ import numpy as np
 from sklearn import get_config
 
 from . import _engine
+from ._bands import warn_outside
+from ._bootstrap import squared_weight_sums
 from ._inference import local_constant_std, local_residual_variance, sandwich_factor
 from ._inference_api import _FEW_COLUMNS, _SmootherInferenceMixin, standardized
 from ._local_fit import (
@@ -42,6 +44,26 @@ class _LocalInferenceMixin(_SmootherInferenceMixin):
         """Return the scaled training inputs, caller order (the in-sample queries)."""
         train = self._exact_train()
         return train.to_caller(train.queries()) + train.query_center
+
+    def _weights(self, Q: np.ndarray) -> np.ndarray:
+        """Dense equivalent-kernel weights of a few scaled queries: (m, n), training order."""
+        return self._equivalent_kernel(Q, sparse=False)
+
+    def _variance_factor(self, Q: np.ndarray) -> np.ndarray:
+        """``sum_i l_i(q)^2 / w_i`` per scaled query (CSR equivalent kernels on trees)."""
+        _, w = self._targets()
+        return squared_weight_sums(self._equivalent_kernel, Q, w)
+
+    def _local_degree(self) -> int:
+        return self._fit_degree()
+
+    def _n_local_params(self) -> int:
+        return npar(self._exact_train().d, self._fit_degree())
+
+    def _check_extrapolation(self, Q: np.ndarray) -> None:
+        """Warn about queries outside the training range of a continuous feature (degree >= 1)."""
+        d = self._exact_train().d
+        warn_outside(Q[:, :d], self._training_queries()[:, :d], self._fit_degree())
 
     def _smooth(self, Q: np.ndarray | None, V: np.ndarray) -> np.ndarray:
         """Apply the smoother to value columns ``V`` (n, c): (m, c); Q=None: training points."""

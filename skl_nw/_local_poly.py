@@ -332,6 +332,7 @@ class LocalPolynomialRegressor(_SummaryMixin, _LocalInferenceMixin, _RegressorMi
         if return_std:
             return self._predict_with_std(X)
         Q = self._queries(X)
+        self._check_extrapolation(Q)
         if self._fit_method == "binned":
             return self._shaped(self._binned_fit(Q)[0])
         return self._shaped(self._coefficients(Q)[:, 0])

@@ -1,11 +1,14 @@
 """Gradients, standard errors and intervals against finite differences and the dense oracle."""
 
+import warnings
+
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
+from scipy.stats import t as student_t
 
-from conftest import naive_gradient, naive_local_linear, naive_predict, naive_std
-from skl_nw import NadarayaWatsonRegressor
+from conftest import naive_gradient, naive_local_linear, naive_predict, naive_std, naive_weights
+from skl_nw import LocalPolynomialRegressor, NadarayaWatsonRegressor
 from skl_nw._inference import sandwich_variance, wild_multipliers
 from skl_nw._kernels import kernel_names
 
@@ -122,6 +125,34 @@ def test_wild_multipliers_have_mean_zero_and_unit_variance():
             assert abs((V**3).mean() - 1) < 0.03
 
 
+def hat_by_refits(make, X, w, Q):
+    """The smoother's weights by refits on the unit vectors: (L at Q, H at X), dense.
+
+    ``make()`` an unfitted estimator; a fit on the identity's columns predicts
+    column ``j`` of the weights (the fit is linear in y): an oracle that never
+    calls the weights or the bootstrap code under test.
+    """
+    fitted = make().fit(X, np.eye(len(X)), sample_weight=w)
+    return fitted.predict(Q), fitted.predict(X)
+
+
+def bootstrap_t_oracle(make, X, y, w, Q, V, alpha=0.05, simultaneous=False):
+    """The wild bootstrap-t interval written from the formulas with explicit refits."""
+    L, H = hat_by_refits(make, X, w, Q)
+    fit = make().fit(X, y, sample_weight=w)
+    e = y - fit.predict(X)
+    c = 1 - 2 * np.diag(H) + w * ((H**2) @ (1 / w))
+    e_tilde = e / np.sqrt(c) / np.sqrt(w)
+    se = np.sqrt((L**2) @ e_tilde**2)
+    Es = V * e_tilde[:, None]
+    boot = make().fit(X, Es, sample_weight=w)  # the bootstrap fits' deviations
+    R = (Es - boot.predict(X)) / np.sqrt(c)[:, None]
+    T = np.abs(boot.predict(Q)) / np.sqrt((L**2) @ R**2)
+    crit = np.quantile(T.max(axis=0) if simultaneous else T, 1 - alpha, axis=-1)
+    mean = fit.predict(Q)
+    return np.column_stack([mean - crit * se, mean + crit * se])
+
+
 @pytest.mark.parametrize("k", [None, 2])
 def test_interval_shapes_and_the_normal_interval(rng, k):
     X, y, _ = _data(rng, k=k)
@@ -133,29 +164,67 @@ def test_interval_shapes_and_the_normal_interval(rng, k):
         assert band.shape == mean.shape + (2,)
         assert np.all(band[..., 0] <= mean) and np.all(mean <= band[..., 1])
     band = reg.predict_interval(Q, alpha=0.1)
-    assert_allclose(band[..., 1] - mean, 1.6448536269514722 * std, rtol=1e-12)
-    assert_allclose(mean - band[..., 0], 1.6448536269514722 * std, rtol=1e-12)
+    # Student's t with the effective number of points less one parameter.
+    alpha = naive_weights(X, Q, 0.5, "gaussian")
+    t = student_t.ppf(0.95, 1 / (alpha**2).sum(axis=1) - 1)
+    t = t if k is None else t[:, None]
+    assert_allclose(band[..., 1] - mean, t * std, rtol=1e-9)
+    assert_allclose(mean - band[..., 0], t * std, rtol=1e-9)
 
 
-def test_bootstrap_is_reproducible_and_matches_explicit_refits(rng):
+@pytest.mark.parametrize("simultaneous", [False, True])
+def test_bootstrap_is_reproducible_and_matches_explicit_refits(rng, simultaneous):
     X, y, w = _data(rng, n=40)
     w = np.round(w)
     reg = NadarayaWatsonRegressor(bandwidth=0.6).fit(X, y, sample_weight=w)
     Q = rng.uniform(0, 4, (5, 2))
-    a = reg.predict_interval(Q, method="bootstrap", n_boot=50, random_state=3)
-    assert_array_equal(a, reg.predict_interval(Q, method="bootstrap", n_boot=50, random_state=3))
-    # The same draws by explicit refits: y* = m(x_i) + v_i e_i / sqrt(w_i).
-    fitted = reg.predict(X)
+    kw = {"method": "bootstrap", "n_boot": 50, "random_state": 3, "simultaneous": simultaneous}
+    a = reg.predict_interval(Q, **kw)
+    assert_array_equal(a, reg.predict_interval(Q, **kw))
     V = wild_multipliers(np.random.RandomState(3), 40, 50, "rademacher")
-    boot = np.column_stack([
-        NadarayaWatsonRegressor(bandwidth=0.6)
-        .fit(X, fitted + V[:, b] * (y - fitted) / np.sqrt(w), sample_weight=w)
-        .predict(Q)
-        for b in range(50)
-    ])  # fmt: skip
-    dev = boot - naive_predict(X, fitted, Q, 0.6, sample_weight=w)[:, None]
-    want = reg.predict(Q)[:, None] + np.quantile(dev, [0.025, 0.975], axis=1).T
+    want = bootstrap_t_oracle(
+        lambda: NadarayaWatsonRegressor(bandwidth=0.6), X, y, w, Q, V, simultaneous=simultaneous
+    )
     assert_allclose(a, want, rtol=1e-9, atol=1e-9)
+
+
+def test_band_contains_the_pointwise_intervals(rng):
+    X, y, _ = _data(rng, n=80)
+    reg = NadarayaWatsonRegressor(bandwidth=0.5).fit(X, y)
+    Q = rng.uniform(0.5, 3.5, (30, 2))
+    kw = {"method": "bootstrap", "n_boot": 99, "random_state": 0}
+    point = reg.predict_interval(Q, **kw)
+    band = reg.predict_interval(Q, simultaneous=True, **kw)
+    assert np.all(band[:, 0] <= point[:, 0]) and np.all(point[:, 1] <= band[:, 1])
+    assert np.any(band[:, 1] - band[:, 0] > 1.2 * (point[:, 1] - point[:, 0]))
+
+
+@pytest.mark.parametrize("method", ["normal", "bootstrap"])
+def test_robust_bias_correction_is_the_local_quadratic_interval(rng, method):
+    # rho = 1: the bias-corrected Nadaraya-Watson fit is the local quadratic fit (the next
+    # even degree: the local linear one leaves the interior h^2 bias).
+    X, y, w = _data(rng, n=80)
+    Q = rng.uniform(1, 3, (6, 2))
+    kw = {"method": method, "n_boot": 30, "random_state": 2}
+    nw = NadarayaWatsonRegressor(bandwidth=1.2).fit(X, y, sample_weight=w)
+    quad = LocalPolynomialRegressor(bandwidth=1.2, degree=2).fit(X, y, sample_weight=w)
+    assert_allclose(
+        nw.predict_interval(Q, bias_correction="robust", **kw),
+        quad.predict_interval(Q, **kw),
+        rtol=1e-9,
+    )
+    assert nw.get_params()["bandwidth"] == 1.2 and not hasattr(nw, "degree")
+
+
+def test_zero_width_intervals_warn():
+    X = np.array([[0.0], [1.0], [2.0], [10.0]])
+    reg = NadarayaWatsonRegressor(bandwidth=0.5, kernel="epanechnikov").fit(X, [0, 1, 2, 3.0])
+    with pytest.warns(UserWarning, match="zero-width"):
+        band = reg.predict_interval([[10.1], [1.0]])
+    assert band[0, 1] - band[0, 0] < 1e-6
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        NadarayaWatsonRegressor(bandwidth=2.0).fit(X, [0, 1, 2, 3.0]).predict_interval([[1.0]])
 
 
 def test_bootstrap_std_tracks_the_normal_std_under_homoscedastic_noise(rng):
@@ -176,6 +245,9 @@ def test_bootstrap_std_tracks_the_normal_std_under_homoscedastic_noise(rng):
         ({"method": "basic"}, "method"),
         ({"n_boot": 0}, "n_boot"),
         ({"multipliers": "normal"}, "multipliers"),
+        ({"simultaneous": True}, "simultaneous"),
+        ({"simultaneous": "yes", "method": "bootstrap"}, "simultaneous"),
+        ({"bias_correction": "undersmooth"}, "bias_correction"),
     ],
 )
 def test_interval_bad_arguments(rng, kwargs, match):

@@ -1,12 +1,16 @@
 """Standard errors and intervals of LocalPolynomialRegressor against the dense oracle."""
 
+import warnings
+
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
+from scipy.stats import t as student_t
 from sklearn import config_context
+from test_inference import bootstrap_t_oracle
 
 import skl_nw._local_fit as local_fit
-from conftest import naive_local_poly, naive_local_poly_std
+from conftest import naive_local_poly_std
 from skl_nw import LocalPolynomialRegressor, NadarayaWatsonRegressor
 from skl_nw._inference import wild_multipliers
 
@@ -101,8 +105,12 @@ def test_interval_shapes_and_the_normal_interval(rng, k):
         assert band.shape == mean.shape + (2,)
         assert np.all(band[..., 0] <= mean) and np.all(mean <= band[..., 1])
     band = reg.predict_interval(Q, alpha=0.1)
-    assert_allclose(band[..., 1] - mean, 1.6448536269514722 * std, rtol=1e-12)
-    assert_allclose(mean - band[..., 0], 1.6448536269514722 * std, rtol=1e-12)
+    # Student's t with the equivalent kernel's effective number of points less 3 coefficients.
+    L = reg.attention_weights(Q)
+    t = student_t.ppf(0.95, 1 / (L**2).sum(axis=1) - 3)
+    t = t if k is None else t[:, None]
+    assert_allclose(band[..., 1] - mean, t * std, rtol=1e-9)
+    assert_allclose(mean - band[..., 0], t * std, rtol=1e-9)
 
 
 @pytest.mark.parametrize("algorithm, kernel", [("brute", "gaussian"), ("kd_tree", "epanechnikov")])
@@ -115,18 +123,28 @@ def test_bootstrap_is_reproducible_and_matches_explicit_refits(rng, degree, algo
     Q = rng.uniform(0.1, 0.9, (5, 2))
     a = reg.predict_interval(Q, method="bootstrap", n_boot=40, random_state=3)
     assert_array_equal(a, reg.predict_interval(Q, method="bootstrap", n_boot=40, random_state=3))
-    # The same draws by explicit refits: y* = m(x_i) + v_i e_i / sqrt(w_i).
-    fitted = reg.predict(X)
     V = wild_multipliers(np.random.RandomState(3), 50, 40, "rademacher")
-    boot = np.column_stack([
-        LocalPolynomialRegressor(**params)
-        .fit(X, fitted + V[:, b] * (y - fitted) / np.sqrt(w), sample_weight=w)
-        .predict(Q)
-        for b in range(40)
-    ])  # fmt: skip
-    center = naive_local_poly(X, fitted, Q, 0.5, kernel, degree, w)[0]
-    want = reg.predict(Q)[:, None] + np.quantile(boot - center[:, None], [0.025, 0.975], 1).T
+    want = bootstrap_t_oracle(lambda: LocalPolynomialRegressor(**params), X, y, w, Q, V)
     assert_allclose(a, want, rtol=1e-9, atol=1e-9)
+    robust = reg.predict_interval(Q, method="bootstrap", n_boot=40, random_state=3,
+                                  bias_correction="robust")  # fmt: skip
+    higher = LocalPolynomialRegressor(**{**params, "degree": {1: 2, 2: 4}[degree]}).fit(X, y, w)
+    assert_allclose(robust, higher.predict_interval(Q, method="bootstrap", n_boot=40,
+                                                    random_state=3), rtol=1e-12)  # fmt: skip
+
+
+def test_extrapolation_warns(rng):
+    X, y = _data(rng, n=60, d=1)
+    reg = LocalPolynomialRegressor(bandwidth=0.1).fit(X, y)
+    inside = np.vstack([X[[X[:, 0].argmin(), X[:, 0].argmax()]] + [[-0.09], [0.09]], [[0.5]]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the training range itself is no extrapolation
+        reg.predict(inside)
+        reg.predict(X, return_std=True)
+        NadarayaWatsonRegressor(bandwidth=0.1).fit(X, y).predict([[1.5]])
+    for call in (reg.predict, reg.predict_interval, lambda Q: reg.predict(Q, return_std=True)):
+        with pytest.warns(UserWarning, match="outside the range"):
+            call([[1.5]])
 
 
 def test_bootstrap_std_tracks_the_normal_std_under_homoscedastic_noise(rng):

@@ -5,7 +5,13 @@ import pytest
 from numpy.testing import assert_allclose
 
 from conftest import naive_gradient
-from skl_nw import BandwidthSearchCV, NadarayaWatsonRegressor, ParzenClassifier, significance_test
+from skl_nw import (
+    BandwidthSearchCV,
+    LocalPolynomialRegressor,
+    NadarayaWatsonRegressor,
+    ParzenClassifier,
+    significance_test,
+)
 
 H = [0.3, 0.4]
 
@@ -17,7 +23,7 @@ def _sample(seed, n=60, effect=0.0):
     return X, np.sin(2 * X[:, 0]) + effect * X[:, 1] + rng.normal(0, 0.5, n)
 
 
-def _pvalues(effect, reps, residuals="wild"):
+def _pvalues(effect, reps, residuals="wild-unrestricted"):
     reg = NadarayaWatsonRegressor(bandwidth=H)
     return np.array([
         significance_test(reg, *_sample(s, effect=effect), [1], n_boot=99, random_state=s,
@@ -52,7 +58,7 @@ def test_null_distribution_equals_explicit_bootstrap_refits():
         assert_allclose(result.null_distribution[b], np.mean(G[:, 1] ** 2), rtol=1e-9)
 
 
-@pytest.mark.parametrize("residuals", ["wild", "iid"])
+@pytest.mark.parametrize("residuals", ["wild-unrestricted", "wild", "iid"])
 def test_size_at_five_percent(residuals):
     # 200 replications under the null (x1 does not enter), n = 60, 99 bootstrap samples.
     rejected = np.mean(_pvalues(0.0, 200, residuals) <= 0.05)
@@ -62,6 +68,44 @@ def test_size_at_five_percent(residuals):
 def test_power_against_a_linear_effect():
     # Alternative: y = sin(2 x0) + 0.6 x1 + N(0, 0.5^2), n = 60, tested at 5%.
     assert np.mean(_pvalues(0.6, 50) <= 0.05) >= 0.8
+
+
+def test_default_residuals_are_the_rescaled_unrestricted_ones():
+    X, y = _sample(2, n=40, effect=0.8)
+    reg = NadarayaWatsonRegressor(bandwidth=H)
+    result = significance_test(reg, X, y, [1], n_boot=5, random_state=7)
+    m0 = NadarayaWatsonRegressor(bandwidth=H[:1]).fit(X[:, :1], y).predict(X[:, :1])
+    # The full fit's hat matrix by refits on the unit vectors (the oracle).
+    Hat = NadarayaWatsonRegressor(bandwidth=H).fit(X, np.eye(40)).predict(X)
+    e = y - Hat @ y
+    u = e / np.sqrt(1 - 2 * np.diag(Hat) + (Hat**2).sum(axis=1))
+    V = np.random.RandomState(7).standard_normal((40, 5))
+    for b in range(5):
+        G = naive_gradient(X, m0 + V[:, b] * u, X, H)
+        assert_allclose(result.null_distribution[b], np.mean(G[:, 1] ** 2), rtol=1e-9)
+
+
+def test_power_grows_with_the_effect_under_the_defaults():
+    # The setting: n = 60, y = s x0 + N(0, 0.5^2), local linear at its default
+    # bandwidth; the restricted residuals ("wild") stalled near 0.45 here.
+    def power(s, reps=40):
+        rng = np.random.default_rng(5)
+        hits = 0
+        for r in range(reps):
+            X = rng.uniform(0, 1, (60, 2))
+            y = s * X[:, 0] + rng.normal(0, 0.5, 60)
+            hits += significance_test(LocalPolynomialRegressor(), X, y, [0], n_boot=99,
+                                      random_state=r).pvalue <= 0.05  # fmt: skip
+        return hits / reps
+
+    assert power(20.0) >= 0.9 and power(100.0) >= 0.9
+
+
+def test_tophat_statistic_of_zero_warns():
+    X, y = _sample(3, effect=2.0)
+    reg = NadarayaWatsonRegressor(bandwidth=H, kernel="tophat")
+    with pytest.warns(UserWarning, match="statistic is 0"):
+        assert significance_test(reg, X, y, [1], n_boot=9, random_state=0).pvalue == 1.0
 
 
 def test_all_features_and_dataframe_names():
