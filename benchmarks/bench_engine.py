@@ -6,7 +6,12 @@ one process, one after the other; tables give the median wall time of several
 runs with [min, max], and ratios of medians.
 
 1. Throughput of the Gaussian brute-force predict, single thread, as a share of
-   ``np.exp``'s own throughput measured in the same run (pairs/s ÷ exp/s).
+   ``np.exp``'s own throughput measured in the same run (pairs/s ÷ exp/s), for
+   d in 1-64 on both engine paths (section ``exp_limit``); the same ratio for the
+   NW and local-linear predicts, Parzen ``predict_proba`` and the leave-one-out
+   grid with one and two threads (``paths``); and the compiled passes alone by d,
+   the crossover of ``_dense.TILED_MIN_FEATURES`` (``kernels``).  These tables
+   time one thread in CPU seconds of the process (the machine is shared).
 2. Against statsmodels ``KernelReg(reg_type="lc")`` with the same fixed bandwidths.
 3. Against the textbook numpy implementation that materialises the
    (n_queries, n_train) matrix: speed, and peak memory where it cannot run.
@@ -18,6 +23,8 @@ runs with [min, max], and ratios of medians.
 from __future__ import annotations
 
 import argparse
+import csv
+import time
 import tracemalloc
 import warnings
 from pathlib import Path
@@ -59,69 +66,208 @@ def peak_mib(fn) -> tuple[object, float]:
 
 # ------------------------------------------------------------ 1. exp limit
 
+DIMENSIONS = (1, 2, 4, 8, 16, 32, 64)
+# The bandwidth of the throughput tables (the one the dense engine's issue measured):
+# in d = 32 and 64 the points lie ~11 and ~16 bandwidths from the centre, where the
+# folded GEMM's rounding bound fails and the predict takes direct differences.
+BANDWIDTH = 0.5
+
+
+def cpu_timings(fn, repeat: int) -> tuple[object, np.ndarray]:
+    """Like :func:`timings`, in CPU seconds of this process (one thread: the machine's load
+    from other processes does not count)."""
+    times, result = [], None
+    for _ in range(repeat):
+        start = time.process_time()
+        result = fn()
+        times.append(time.process_time() - start)
+    return result, np.array(times)
+
+
+class ExpRate:
+    """``np.exp`` elements per CPU second, one thread, in arrays of one chunk's size."""
+
+    def __init__(self, n: int):
+        self.block = np.random.default_rng(1).uniform(-30, 0, size=(64, max(n, 64)))
+        self.out = np.empty_like(self.block)
+
+    def __call__(self) -> float:
+        reps = max(1, 20_000_000 // self.block.size)  # ~20 ms: a steady reading
+        with threadpool_limits(limits=1):
+            _, t = cpu_timings(lambda: [np.exp(self.block, out=self.out) for _ in range(reps)], 1)
+        return reps * self.block.size / t[0]
+
+
+def interleaved(fns: dict, pairs, repeat: int, exp_rate: ExpRate, cpu: bool = True):
+    """Median pairs/s ÷ median np.exp/s of each function, every one run in turn ``repeat`` times.
+
+    ``pairs``: per call, one number or one per function name.  ``cpu``: CPU
+    seconds (one thread), else wall seconds (threads).
+    """
+    pairs = pairs if isinstance(pairs, dict) else dict.fromkeys(fns, pairs)
+    clock = cpu_timings if cpu else timings
+    times = {name: [] for name in fns}
+    exps = []
+    for _ in range(repeat):
+        exps.append(exp_rate())
+        for name, fn in fns.items():
+            times[name].append(clock(fn, 1)[1][0])
+    rate = float(np.median(exps))
+    return {name: pairs[name] / np.median(t) / rate for name, t in times.items()}, rate
+
 
 def bench_exp_limit(n: int, repeat: int) -> tuple[str, list[dict]]:
     rows, records = [], []
+    exp_rate = ExpRate(n)
     with threadpool_limits(limits=1):
-        for dtype, d in [(np.float64, 1), (np.float64, 8), (np.float64, 32), (np.float32, 8)]:
-            X, y, Q = gaussian_data(n, n, d, dtype=dtype)
-            h = 0.5 * np.sqrt(d)
-            model = NadarayaWatsonRegressor(bandwidth=h, algorithm="brute", n_jobs=1).fit(X, y)
-            # np.exp over the same number of elements, in arrays of one chunk's size.
-            block = np.random.default_rng(1).uniform(-30, 0, size=(64, n)).astype(dtype)
-            out = np.empty_like(block)
+        for d in DIMENSIONS:
+            X, y, Q = gaussian_data(n, n, d)
+            model = NadarayaWatsonRegressor(bandwidth=BANDWIDTH, algorithm="brute", n_jobs=1)
+            model.fit(X, y)
+            model.predict(Q[:100])
 
-            def exps(block=block, out=out):
-                for _ in range(n // 64):
-                    np.exp(block, out=out)
+            # Far from the centre (d >= 32) the numpy passes take direct differences, at
+            # ~1e7 pairs/s: they run a tenth of the queries (as many pairs/s).
+            Qn = Q if d <= 16 else Q[: n // 10]
 
-            _, t_exp = timings(exps, repeat)
-            _, t_nw = timings(lambda model=model, Q=Q: model.predict(Q), repeat)
-            with numpy_engine():
-                _, t_np = timings(lambda model=model, Q=Q: model.predict(Q), repeat)
-            elements = (n // 64) * 64 * n
-            exp_rate = elements / np.median(t_exp)
-            pair_rate = n * n / np.median(t_nw)
-            ratio = pair_rate / exp_rate
-            ratio_np = n * n / np.median(t_np) / exp_rate
-            name = np.dtype(dtype).name
-            rows.append(
-                [
-                    str(d),
-                    name,
-                    spread(t_nw),
-                    f"{pair_rate:.3g}",
-                    f"{exp_rate:.3g}",
-                    f"**{ratio:.2f}**",
-                    spread(t_np),
-                    f"{ratio_np:.2f}",
-                ]
-            )
-            records.append(
-                {
-                    "d": d,
-                    "dtype": name,
-                    "pairs_per_s": pair_rate,
-                    "ratio": ratio,
-                    "ratio_numpy_passes": ratio_np,
-                }
-            )
-    header = [
-        "d",
-        "input",
-        "predict s",
-        "pairs/s",
-        "np.exp/s (input dtype)",
-        "ratio",
-        "numpy passes: predict s",
-        "ratio",
-    ]
+            def numpy_predict(model=model, Q=Qn):
+                with numpy_engine():
+                    return model.predict(Q)
+
+            fns = {"compiled": lambda model=model, Q=Q: model.predict(Q), "numpy": numpy_predict}
+            pairs = {"compiled": n * n, "numpy": len(Qn) * n}
+            ratio, rate = interleaved(fns, pairs, repeat, exp_rate)
+            c, p = ratio["compiled"], ratio["numpy"]
+            rows.append([str(d), f"{c * rate:.3g}", f"{rate:.3g}", f"**{c:.2f}**", f"{p:.2f}",
+                         f"{c / p:.2f}"])  # fmt: skip
+            records.append({"d": d, "exp_per_s": rate, "compiled": c, "numpy": p})
+    header = ["d", "pairs/s", "np.exp/s", "compiled ratio", "numpy ratio", "compiled ÷ numpy"]
     text = (
-        f"### Throughput against the exp limit (n = m = {n:,}, Gaussian, one thread)\n\n"
+        f"### Throughput against the exp limit (n = m = {n:,}, Gaussian, h = {BANDWIDTH}, "
+        "one thread)\n\n"
         + table(header, rows)
-        + "\n\nThe engine computes in float64 whatever the input; the float32 row compares "
-        "it with float32 `np.exp`, the faster floor it does not use.  The last two columns "
-        "run the same predict on the numpy passes (the path without numba)."
+        + f"\n\nMedians of {repeat} runs in turn (CPU seconds); ratio: pairs/s ÷ np.exp "
+        "elements/s, measured in the same run.  The numpy passes run a tenth of the queries "
+        "where d >= 32."
+    )
+    return text, records
+
+
+# ------------------------------------------------- 1b. every operation, both paths
+
+
+def operations(d: int, sizes: dict, jobs: int) -> dict:
+    """The timed operations at ``d``: name -> (function, pairs per call)."""
+    from skl_nw import LocalPolynomialRegressor, ParzenClassifier
+    from skl_nw._engine import Options, loo_pool, prepare_train
+    from skl_nw._kernels import get_kernel
+
+    ops = {}
+    n = sizes["nw"]
+    X, y, Q = gaussian_data(n, n, d, seed=d)
+    nw = NadarayaWatsonRegressor(bandwidth=BANDWIDTH, algorithm="brute", n_jobs=jobs).fit(X, y)
+    ops["NW predict"] = (lambda Q=Q: nw.predict(Q), n * n)
+    n = sizes["local"]
+    X, y, Q = gaussian_data(n, n, d, seed=d)
+    local = LocalPolynomialRegressor(bandwidth=BANDWIDTH, degree=1, algorithm="brute",
+                                     n_jobs=jobs).fit(X, y)  # fmt: skip
+    ops["local linear predict"] = (lambda Q=Q: local.predict(Q), n * n)
+    n = sizes["parzen"]
+    X, y, Q = gaussian_data(n, n, d, seed=d)
+    labels = np.digitize(y, [-0.5, 0.5])
+    parzen = ParzenClassifier(bandwidth=BANDWIDTH, algorithm="brute", n_jobs=jobs).fit(X, labels)
+    ops["Parzen predict_proba"] = (lambda Q=Q: parzen.predict_proba(Q), n * n)
+    n = sizes["loo"]
+    X, y, _ = gaussian_data(n, n, d, seed=d)
+    train = prepare_train(X / BANDWIDTH, values=y[:, None])
+    factors, options = np.geomspace(0.5, 2.0, 10), Options(n_jobs=jobs)
+    gaussian = get_kernel("gaussian")
+    ops["LOO grid (10 multiples)"] = (
+        lambda: loo_pool(train, gaussian, factors, options=options),
+        n * n * len(factors),
+    )
+    return ops
+
+
+def bench_paths(sizes: dict, repeat: int) -> tuple[str, list[dict]]:
+    rows, records = [], []
+    exp_rate = ExpRate(sizes["nw"])
+    for jobs in (1, 2):
+        for d in DIMENSIONS:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # local linear: queries outside the data
+                ops = operations(d, sizes, jobs)
+                for name, (fn, pairs) in ops.items():
+                    fn()  # compile, load and warm up
+
+                    def numpy_fn(fn=fn):
+                        with numpy_engine():
+                            return fn()
+
+                    with threadpool_limits(limits=1):
+                        fns = {"compiled": fn, "numpy": numpy_fn}
+                        ratio, _ = interleaved(fns, pairs, repeat, exp_rate, cpu=jobs == 1)
+                    c, p = ratio["compiled"], ratio["numpy"]
+                    rows.append([name, str(jobs), str(d), f"{c:.3f}", f"{p:.3f}", f"{c / p:.2f}"])
+                    records.append({"operation": name, "n_jobs": jobs, "d": d,
+                                    "compiled": c, "numpy": p})  # fmt: skip
+            print(f"  n_jobs={jobs} d={d} done", flush=True)
+    header = ["operation", "n_jobs", "d", "compiled", "numpy passes", "compiled ÷ numpy"]
+    sized = ", ".join(f"{k} n = m = {v:,}" for k, v in sizes.items())
+    text = (
+        f"### Every operation, both engine paths (pairs/s ÷ np.exp/s; h = {BANDWIDTH}; {sized})"
+        "\n\n"
+        + table(header, rows)
+        + f"\n\nMedians of {repeat} runs in turn; one thread in CPU seconds, two in wall "
+        "seconds (against one-thread np.exp); one BLAS thread.  The LOO grid counts a pair per "
+        "bandwidth multiple."
+    )
+    return text, records
+
+
+# ------------------------------------------- 1c. the compiled kernels' crossover
+
+
+def kernel_calls(kernels, d: int, n: int, m: int, rng) -> dict:
+    """The three compiled passes over the same Gaussian log weights, one value column."""
+    from skl_nw._engine import _dense
+
+    slope = -0.5
+    X, Q = 2 * rng.normal(size=(n, d)), 2 * rng.normal(size=(m, d))
+    keys = np.ascontiguousarray(np.column_stack([X, slope * (X**2).sum(1)]).T)
+    queries = np.column_stack([-2 * slope * Q, slope * (Q**2).sum(1)])
+    Xp, Qp = _dense.pad_features(X), _dense.pad_features(Q)
+    keys_p = np.ascontiguousarray(np.vstack([Xp.T, keys[-1]]))
+    queries_p = np.column_stack([-2 * slope * Qp, queries[:, -1]])
+    XT, off = np.ascontiguousarray(Xp.T), np.zeros(n)
+    VT, out = np.ascontiguousarray(rng.normal(size=(1, n))), np.empty((m, 2))
+    return {
+        "one pass": lambda: kernels.exp_dot_sums(queries, keys, VT, out),
+        "tiled dot": lambda: kernels.exp_dot_tiled(queries_p, keys_p, VT, out),
+        "tiled differences": lambda: kernels.exp_diff_tiled(Qp, XT, slope, off, VT, out),
+    }
+
+
+def bench_kernels(n: int, repeat: int) -> tuple[str, list[dict]]:
+    """The fused one-pass kernel, the tiled dot product and the tiled differences, by d."""
+    from skl_nw._engine import _dense
+
+    kernels = _dense.compiled()
+    if kernels is None:
+        return "### Compiled kernels\n\nnumba is not available.", []
+    rng = np.random.default_rng(0)
+    m, rows, records = 512, [], []
+    exp_rate = ExpRate(n)
+    for d in (1, 2, 3, 4, 5, 8, 16, 32):
+        fns = kernel_calls(kernels, d, n, m, rng)
+        for fn in fns.values():
+            fn()
+        ratio, _ = interleaved(fns, m * n, repeat, exp_rate)
+        rows.append([str(d)] + [f"{ratio[k]:.2f}" for k in fns])
+        records.append({"d": d, **ratio})
+    text = (
+        f"### Compiled kernels by d (m = {m}, n = {n:,}, one value column; pairs/s ÷ np.exp/s)"
+        "\n\n" + table(["d", "one pass", "tiled dot", "tiled differences"], rows)
     )
     return text, records
 
@@ -303,6 +449,12 @@ def bench_scaling(sizes, m: int, plot: str | None) -> tuple[str, dict]:
     return text, {"slopes": slopes, "curves": curves}
 
 
+# Sizes of the table of every operation: each cell runs in about a second or less
+# (local linear in d = 64 sums 2,000+ moment columns per pair).
+PATH_SIZES = {"nw": 4000, "local": 1000, "parzen": 2000, "loo": 2000}
+PATH_SIZES_QUICK = {"nw": 1000, "local": 300, "parzen": 500, "loo": 500}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks engine", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes, for smoke runs")
@@ -311,8 +463,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--only",
         default=None,
-        help="comma-separated sections: exp_limit,statsmodels,textbook,threads,scaling",
+        help="comma-separated sections: "
+        "exp_limit,paths,kernels,statsmodels,textbook,threads,scaling",
     )
+    parser.add_argument("--csv", default=None, help="write the throughput tables' CSVs here")
     args = parser.parse_args(argv)
     quick = args.quick
     repeat = 3 if quick else 5
@@ -320,7 +474,9 @@ def main(argv: list[str] | None = None) -> None:
     print(describe(env), "\n")
     results = {"environment": env}
     sections = [
-        ("exp_limit", lambda: bench_exp_limit(4000 if quick else 20000, repeat)),
+        ("exp_limit", lambda: bench_exp_limit(4000 if quick else 20000, 3)),
+        ("paths", lambda: bench_paths(PATH_SIZES_QUICK if quick else PATH_SIZES, 3)),
+        ("kernels", lambda: bench_kernels(4000 if quick else 20000, repeat)),
         ("statsmodels", lambda: bench_statsmodels(800 if quick else 5000, repeat)),
         (
             "textbook",
@@ -343,4 +499,10 @@ def main(argv: list[str] | None = None) -> None:
         text, record = run()
         results[name] = record
         print(text, "\n", flush=True)
+        if args.csv and name in ("exp_limit", "paths", "kernels") and record:
+            path = Path(args.csv) / f"engine_{name}.csv"
+            with open(path, "w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=list(record[0]))
+                writer.writeheader()
+                writer.writerows(record)
     write_json(args.json, results)

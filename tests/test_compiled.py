@@ -53,6 +53,9 @@ def test_polynomial_exp_matches_numpy(compiled, rng):
     )
     out = np.empty_like(x)
     compiled.exp_nonpositive_array(x, out)
+    inplace = x.copy()
+    compiled.exp_inplace(inplace)
+    np.testing.assert_array_equal(inplace, out)
     ref = np.exp(x)
     normal = x > -708
     assert np.max(np.abs(out[normal] - ref[normal]) / ref[normal]) < 4 * np.finfo(float).eps
@@ -436,6 +439,11 @@ for est in (NadarayaWatsonRegressor(), LocalPolynomialRegressor()):
     est.set_params(categorical_features="from_dtype").fit(frame, y).predict(frame[:50])
     BandwidthSearchCV(est).fit(frame, y)
 NadarayaWatsonRegressor(0.05, algorithm="binned").fit(X[:, :1], y).predict(Q[:, :1])
+X5 = rng.normal(size=(300, 5))  # the tiled kernels; far queries take direct differences
+for est in (NadarayaWatsonRegressor(0.5, algorithm="brute"),
+            LocalPolynomialRegressor(1.0, algorithm="brute")):
+    est.fit(X5, X5[:, 0]).predict(X5[:40])
+    est.predict(X5[:40] + 100.0)
 for kernel, args in examples.items():
     signature = tuple(numba.typeof(a) for a in args)
     new = [s for s in kernel.signatures if s != signature]
@@ -468,3 +476,46 @@ def test_warm_up_every_compiles_each_kernel_for_its_example(compiled):
     }
     for kernel, args in examples.items():
         assert tuple(numba.typeof(a) for a in args) in kernel.signatures, kernel.__name__
+
+
+# Feature counts padded to fours (4, 8, 12), partial tiles and groups of query rows
+# (m = 37), a partial block of training points (n = 601), value columns that take
+# the exponential's pass alone (k = 1), with tiles (k = 4) and without (k = 2, 6).
+@pytest.mark.parametrize("c", [4, 8, 12])
+@pytest.mark.parametrize("k", [1, 2, 4, 6])
+def test_tiled_kernels_equal_formula(compiled, rng, c, k):
+    m, n = 37, 601
+    X, Q = rng.normal(size=(n, c)), rng.normal(size=(m, c))
+    slope, off = -0.3, -rng.exponential(1.0, n)
+    V = rng.normal(size=(n, k))
+    VT = np.ascontiguousarray(V.T)
+    S = ((Q[:, None, :] - X[None, :, :]) ** 2).sum(axis=2)
+    E = np.exp(slope * S + off)
+    ref = np.column_stack([E @ V, E.sum(axis=1)])
+    scale = np.column_stack([E @ np.abs(V), E.sum(axis=1)])
+    keys = np.vstack([X.T, slope * (X**2).sum(axis=1) + off])
+    queries = np.column_stack([-2.0 * slope * Q, slope * (Q**2).sum(axis=1)])
+    for kernel, args in [
+        (compiled.exp_dot_tiled, (queries, keys)),
+        (compiled.exp_diff_tiled, (Q, np.ascontiguousarray(X.T), slope, off)),
+    ]:
+        out = np.full((m, k + 1), np.nan)
+        kernel(*args, VT, out)
+        assert np.all(np.abs(out - ref) <= 1e-13 * (1 + S.max()) * scale)
+
+
+@pytest.mark.parametrize("d", [3, 4, 5, 9, 16])
+def test_compiled_predict_matches_numpy_in_more_dimensions(compiled, rng, monkeypatch, d):
+    # Either side of TILED_MIN_FEATURES, padded feature counts (5, 9), and a local fit.
+    X, Q = rng.normal(size=(700, d)), rng.normal(size=(50, d))
+    y = np.sin(X[:, 0]) + X[:, -1]
+    h = 0.3 * np.sqrt(d)
+    models = [
+        NadarayaWatsonRegressor(bandwidth=h, algorithm="brute").fit(X, y),
+        skl_nw.LocalPolynomialRegressor(bandwidth=2 * h, algorithm="brute").fit(X, y),
+    ]
+    fast = [model.predict(Q) for model in models]
+    monkeypatch.setattr(_dense, "compiled", lambda: None)
+    for model, p in zip(models, fast, strict=True):
+        assert_allclose(p, model.predict(Q), rtol=1e-11, atol=1e-12)
+    assert_allclose(fast[0], naive_predict(X, y, Q, h), rtol=1e-11, atol=1e-12)

@@ -515,3 +515,19 @@ def test_no_queries_gives_empty_results_without_warnings(kernel):
         assert pool(Q, train, k).shape == (0, 2)
         assert attention(Q, train, k).shape == (0, 10)
         assert class_log_sums(Q, train, k).shape == (0, 2)
+
+
+@pytest.mark.parametrize("d", [1, 2, 4, 8, 13])
+def test_far_from_origin_matches_centred_oracle(rng, d):
+    # Data at 1e6 with bandwidth 1: centred at fit, the predictions keep every digit
+    # that the inputs' own rounding (ulp(1e6) = 1.2e-10) leaves; queries 30 bandwidths
+    # per feature beyond the data make the folded GEMM's rounding bound too large,
+    # so those chunks take direct differences.
+    offset = 1e6
+    Z, Zq = rng.normal(size=(400, d)), rng.normal(size=(60, d))
+    Zq[:20] += 30.0
+    X, Q = Z + offset, Zq + offset
+    y = np.cos(Z[:, 0]) + 0.1 * Z.sum(axis=1)
+    pred = NadarayaWatsonRegressor(bandwidth=1.0, algorithm="brute").fit(X, y).predict(Q)
+    weights = softmax_weights(X - offset, Q - offset, 1.0, "gaussian")
+    assert_allclose(pred, weights @ y, rtol=1e-9, atol=1e-9)

@@ -8,19 +8,20 @@ and never write the weights back (1.5-2.5x the pairs per second, see the
 Benchmarks page).  ``exp_dot_sums`` goes further: it takes each log weight
 itself (``d`` multiply-adds and two adds) in the exponential's pass, and sums
 many value columns in tiles of four query rows by three columns (each training
-point's columns read once per tile), so no (m, n) block is ever written.
+point's columns read once per tile), so no (m, n) block is ever written.  From
+``_dense.TILED_MIN_FEATURES`` features the log weights come from register
+tiles instead (``_compiled_tiled``: the folded dot product, or direct
+differences where the GEMM's rounding bound fails).
 
-The exponential is a vectorisable polynomial, not libm's scalar ``exp``:
-Cody-Waite reduction ``x = n ln 2 + r`` with ``|r| <= ln 2 / 2``, a degree-10
-near-minimax polynomial for ``exp(r)`` and ``2^n`` built from its bits.
-Relative error about 2 ulp (tested against ``np.exp``) for the ``x <= 0`` the
-engine passes; below ``-708`` it returns 0 (the engine redoes rows whose sums
-underflow in log space).
+The exponential (``_compiled_exp``) is a vectorisable polynomial, not libm's
+scalar ``exp`` (2 ulp); below ``-708`` it returns 0 (the engine redoes rows
+whose sums underflow in log space).
 
-The binned path's passes (``_compiled_binned``) and the local fits' solve
-(``_compiled_local``) are re-exported here.  Each kernel compiles on its first
-call, for the one signature of :func:`examples`, and is cached on disk (numba's
-``cache=True``: ``__pycache__``, else the user's cache, or ``NUMBA_CACHE_DIR``).
+The binned path's passes (``_compiled_binned``), the local fits' solve
+(``_compiled_local``) and the tiled kernels are re-exported here.  Each kernel
+compiles on its first call, for the one signature of :func:`examples`, and is
+cached on disk (numba's ``cache=True``: ``__pycache__``, else the user's
+cache, or ``NUMBA_CACHE_DIR``).
 
 numba is optional (the ``fast`` extra, also in ``test`` and ``bench``).
 Without it, or with ``SKL_NW_DISABLE_NUMBA=1``, the engine does not import
@@ -31,8 +32,6 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from numba.core import types
-from numba.extending import intrinsic
 
 from ._compiled_binned import (
     binned_examples,
@@ -42,14 +41,19 @@ from ._compiled_binned import (
     offset_bin,
     offset_bin_line,
 )
+from ._compiled_exp import _FAST, _exp_nonpositive
 from ._compiled_local import local_example, local_fit
+from ._compiled_tiled import _COLUMNS, _TILE, _tile_columns, exp_diff_tiled, exp_dot_tiled
 
 __all__ = [
     "binned_loo",
     "combine_spectra",
     "examples",
+    "exp_inplace",
     "exp_nonpositive_array",
+    "exp_diff_tiled",
     "exp_dot_sums",
+    "exp_dot_tiled",
     "exp_dot_sums_coded",
     "exp_sums",
     "exp_sums_chained",
@@ -61,128 +65,6 @@ __all__ = [
     "offset_bin_line",
     "warm_up",
 ]
-
-_LOG2E = 1.4426950408889634
-_LN2_HI = 6.93147180369123816490e-01  # ln 2 split in two: n * _LN2_HI is exact
-_LN2_LO = 1.90821492927058770002e-10
-_ROUND = 6755399441055744.0  # 1.5 * 2^52: (x + _ROUND) - _ROUND rounds x to an integer
-_MIN_EXPONENT = -708.0  # below it 2^n leaves the normal range: returned as 0 (exp < 3.3e-308)
-
-
-def _bitcast(source, target):
-    """Return an intrinsic reinterpreting the bits of a ``source`` as a ``target``."""
-
-    @intrinsic
-    def cast(typingctx, x):
-        def codegen(context, builder, signature, args):
-            return builder.bitcast(args[0], context.get_value_type(target))
-
-        return target(source), codegen
-
-    return cast
-
-
-_bits_to_float = _bitcast(types.int64, types.float64)  # unlike ldexp, it vectorises
-_float_to_bits = _bitcast(types.float64, types.int64)
-
-
-# contract: fused multiply-adds; reassoc: lets the row sums vectorise (the
-# summation order changes, as it does between BLAS builds).  No nnan/ninf.
-_FAST = {"contract", "reassoc"}
-
-
-# exp(r) on |r| <= ln(2) / 2: the degree-10 polynomial interpolating exp at the
-# Chebyshev nodes (near-minimax), solved in 50-digit arithmetic (mpmath) and
-# rounded to float64: 2.9e-16 relative before rounding; measured 4.7e-16 (2 ulp)
-# for the whole exp.  Two multiply-adds fewer than the Taylor polynomial of the
-# same accuracy (degree 12), and 12% faster in the kernels.
-_EXP_POLY = (1.0, 1.0000000000000067, 0.5000000000000006, 0.16666666666554406,
-             0.04166666666657314, 0.008333333385667782, 0.0013888888932488599,
-             0.00019841170270440067, 2.4801504346997686e-05, 2.764018079620985e-06,
-             2.7626357241447223e-07)  # fmt: skip
-_C0, _C1, _C2, _C3, _C4, _C5, _C6, _C7, _C8, _C9, _C10 = _EXP_POLY
-
-
-# Compiled without "reassoc" and not inlined by numba: LLVM inlines it into the
-# loops keeping these flags, so the two-step reduction is never re-associated
-# into x - n (ln2_hi + ln2_lo), which would cost up to 1e-13 at x = -700.
-# n comes from adding and subtracting 1.5 * 2^52 (round to nearest), and 2^n from
-# the low bits of that sum: no float -> int64 conversion, which has no packed form
-# before AVX-512 (with floor and int64 the loops ran 1.6x slower on AVX2).
-@numba.njit(fastmath={"contract"})
-def _exp_nonpositive(x):
-    shifted = x * _LOG2E + _ROUND
-    n = shifted - _ROUND
-    r = (x - n * _LN2_HI) - n * _LN2_LO
-    p = _C10
-    p = p * r + _C9
-    p = p * r + _C8
-    p = p * r + _C7
-    p = p * r + _C6
-    p = p * r + _C5
-    p = p * r + _C4
-    p = p * r + _C3
-    p = p * r + _C2
-    p = p * r + _C1
-    p = p * r + _C0
-    two_n = _bits_to_float((_float_to_bits(shifted) + 1023) << 52)
-    return p * two_n if x > _MIN_EXPONENT else 0.0
-
-
-# Query rows per tile of the fused kernels, and value columns per tile: each training
-# point's columns are read once per tile, and 4 rows x 3 columns of sums stay in
-# registers (12 of AVX2's 16; a 4 x 4 tile spilled sums to memory there: 0.56x).
-_TILE = 4
-_COLUMNS = 3
-
-
-@numba.njit(inline="always", fastmath=_FAST)
-def _tile_columns(E, rows, VT, out, i0, start):  # pragma: no cover - compiled
-    """``out[i0 + r, o] = sum_j E[r, j] VT[o, j]`` for ``r < rows``, ``o >= start``.
-
-    ``E`` holds ``_TILE`` rows (those past ``rows`` are ignored).  Three
-    columns at a time: one pass over the training points per three columns,
-    twelve multiply-adds per seven loads, where a row at a time makes two
-    loads per multiply-add.  The last ``(k - start) % 3`` columns take a pass
-    each (four multiply-adds per five loads), not a padded tile.
-    """
-    n, k = E.shape[1], VT.shape[0]
-    stop = k - (k - start) % _COLUMNS
-    e0, e1, e2, e3 = E[0], E[1], E[2], E[3]
-    for o in range(stop, k):
-        v = VT[o]
-        s0 = s1 = s2 = s3 = 0.0
-        for j in range(n):
-            x = v[j]
-            s0 += e0[j] * x
-            s1 += e1[j] * x
-            s2 += e2[j] * x
-            s3 += e3[j] * x
-        column = (s0, s1, s2, s3)
-        for r in range(rows):
-            out[i0 + r, o] = column[r]
-    for o in range(start, stop, _COLUMNS):
-        v0, v1, v2 = VT[o], VT[o + 1], VT[o + 2]
-        s00 = s01 = s02 = s10 = s11 = s12 = s20 = s21 = s22 = s30 = s31 = s32 = 0.0
-        for j in range(n):
-            a0, a1, a2, a3 = e0[j], e1[j], e2[j], e3[j]
-            x0, x1, x2 = v0[j], v1[j], v2[j]
-            s00 += a0 * x0
-            s01 += a0 * x1
-            s02 += a0 * x2
-            s10 += a1 * x0
-            s11 += a1 * x1
-            s12 += a1 * x2
-            s20 += a2 * x0
-            s21 += a2 * x1
-            s22 += a2 * x2
-            s30 += a3 * x0
-            s31 += a3 * x1
-            s32 += a3 * x2
-        tile = (s00, s01, s02, s10, s11, s12, s20, s21, s22, s30, s31, s32)
-        for r in range(rows):
-            for c in range(_COLUMNS):
-                out[i0 + r, o + c] = tile[_COLUMNS * r + c]
 
 
 @numba.njit(inline="always", fastmath=_FAST)
@@ -387,6 +269,19 @@ def exp_nonpositive_array(x, out):  # pragma: no cover - compiled
         out[j] = _exp_nonpositive(x[j])
 
 
+@numba.njit(nogil=True, cache=True, fastmath=_FAST)
+def exp_inplace(x):  # pragma: no cover - compiled
+    """``x = exp(x)`` elementwise, in place (``x <= 0``).
+
+    One array: :func:`exp_nonpositive_array` called with ``out`` = ``x`` fails
+    LLVM's run-time overlap check and runs its scalar loop (measured 1.3-1.5x
+    slower than ``np.exp`` on a Parzen predict_proba; ``python -m benchmarks
+    engine --only paths``).
+    """
+    for j in range(x.size):
+        x[j] = _exp_nonpositive(x[j])
+
+
 @numba.njit(inline="always", fastmath=_FAST)
 def _sq_distances_row(Q, XT, i, s):
     """``s[j] = |Q_i - X_j|^2`` by direct differences, one feature at a time."""
@@ -485,8 +380,12 @@ def examples() -> dict:
     keys, values, bounds = np.zeros((2, 3)), np.zeros((1, 3)), np.array([0, 3], np.int64)
     return {
         exp_nonpositive_array: (np.zeros(2), np.empty(2)),
+        exp_inplace: (np.zeros(2),),
         exp_sums: (row, row, np.empty((1, 2))),
         exp_dot_sums: (row, keys, values, np.empty((1, 2))),
+        exp_dot_tiled: (np.zeros((1, 5)), np.zeros((5, 3)), values, np.empty((1, 2))),
+        exp_diff_tiled: (np.zeros((1, 4)), np.zeros((4, 3)), -0.5, np.zeros(3), values,
+                         np.empty((1, 2))),
         exp_dot_sums_coded: (row, keys, values, np.zeros((1, 1)), bounds, np.empty((1, 2))),
         exp_sums_coded: (row, row, row, np.zeros((1, 2), np.int64), np.empty((1, 2))),
         exp_sums_chained: (row, col, np.array([-0.5, -1.0]), np.array([False, True]),

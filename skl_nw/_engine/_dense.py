@@ -45,6 +45,17 @@ _FUSED_MAX_COLUMNS = 24
 # A kernel value squared this many times in a row has a relative error of up to
 # 2^6 times the exp's (measured: 3.2e-14): then a chain restarts with an exp.
 MAX_SQUARINGS = 6
+# From this many continuous features the compiled predict takes its log weights in
+# register tiles (``_compiled_tiled``) instead of a one-pass dot product per row:
+# up to d = 3 the one pass is as fast or a little faster (1.34-1.44 np.exp's
+# throughput against 1.32-1.37), from d = 4 it takes a pass per feature and the
+# tiles are 2.7x faster (1.33 against 0.50).  Measured by
+# ``python -m benchmarks engine --only kernels`` (benchmarks/bench_engine.py).
+TILED_MIN_FEATURES = 4
+# Above this many value columns the fused kernels' register tiles lose to the compiled
+# exp then a BLAS product (a local linear predict: 1.85x numpy's passes at 593 columns,
+# d = 32; 0.79x at 2,209, d = 64; ``python -m benchmarks engine --only paths``).
+FUSED_MAX_VALUE_COLUMNS = 1024
 
 
 @functools.cache
@@ -294,12 +305,20 @@ class FoldedKeys:
         ]
         self.VT = np.ascontiguousarray(V.T)
         # The dot products in the compiled pass: the keys by column. Its tiles beat the
-        # exp then a single-threaded BLAS product at any number of value columns
+        # exp then a single-threaded BLAS product up to FUSED_MAX_VALUE_COLUMNS
         # (measured, m = 1000, n = 2000, d = 3: 2.6x at 44, 1.4x at 160).
-        self.fused = kernels is not None and (
-            train.onehot is None or (self.cells is not None and train.d <= 3)
+        self.fused = (
+            kernels is not None
+            and V.shape[1] <= FUSED_MAX_VALUE_COLUMNS
+            and (train.onehot is None or (self.cells is not None and train.d <= 3))
         )
-        if self.fused:  # the ones are implied (see exp_dot_sums)
+        # Many features: the tiled kernels, features padded to a multiple of four.
+        self.tiled = self.fused and train.onehot is None and train.d >= TILED_MIN_FEATURES
+        self.XT = self.offset = None  # the direct differences, made when first needed
+        if self.tiled:
+            X = pad_features(train.X).T
+            self.keys = [np.ascontiguousarray(np.vstack([X, k[:, -2]])) for k in self.keys]
+        elif self.fused:  # the ones are implied (see exp_dot_sums)
             self.keys = [np.ascontiguousarray(keys[:, :-1].T) for keys in self.keys]
         if self.fused and self.cells is not None:
             # The points sorted by cell (sums do not depend on the order): the discrete
@@ -316,7 +335,7 @@ class FoldedKeys:
         q_sq = np.einsum("ij,ij->i", Q, Q)
         error = max(abs(c) for c in self.slopes) * (Q.shape[1] + 2) * _EPS
         if error * (q_sq.max(initial=0.0) + self.train.max_sq_norm) > MAX_GEMM_ERROR:
-            return None
+            return self.direct_sums(Q) if self.tiled else None
         # One C-contiguous block per power: the compiled kernels take the layout of
         # their examples (a strided out[:, t] would compile a second specialisation).
         out = np.empty((len(self.slopes), len(Q), self.values.shape[1] + 1))
@@ -325,12 +344,16 @@ class FoldedKeys:
             R = None if A is None else self.powers[t] * A  # log L^p = p log L
             if self.cells is not None:  # each cell's log kernel: (m, n_cells)
                 R = np.ascontiguousarray(R[:, self.cells].sum(axis=2))
-            if self.fused:
+            if self.tiled:
+                queries = np.column_stack([pad_features(-2.0 * c * Q), c * q_sq])
+                kernels.exp_dot_tiled(queries, keys, self.VT, out[t])
+            elif self.fused:
                 queries = np.column_stack([-2.0 * c * Q, c * q_sq])
                 if R is None:
                     kernels.exp_dot_sums(queries, keys, self.VT, out[t])
                 else:
                     kernels.exp_dot_sums_coded(queries, keys, self.VT, R, self.bounds, out[t])
+            if self.fused:
                 continue
             extra = [] if R is None or self.codes is not None else [R]
             queries = np.column_stack([-2.0 * c * Q, np.ones(len(Q)), c * q_sq, *extra])
@@ -340,6 +363,30 @@ class FoldedKeys:
             else:
                 out[t] = exp_sums(queries @ keys.T, self.values)
         return np.moveaxis(out, 0, 1)
+
+    def direct_sums(self, Q: np.ndarray) -> np.ndarray:
+        """:meth:`sums` from direct differences (exact to rounding wherever the points lie).
+
+        The tiled kernels' other pass, for a chunk whose GEMM could cancel (data
+        far from the centre in bandwidth units): a subtraction more per feature
+        and pair, against the numpy passes' ``d`` passes over an (m, n) block.
+        """
+        if self.XT is None:
+            self.XT = np.ascontiguousarray(pad_features(self.train.X).T)
+            self.offset = shifted_log_weights(self.train.log_w)
+        out = np.empty((len(self.slopes), len(Q), self.values.shape[1] + 1))
+        queries = pad_features(Q)
+        for t, c in enumerate(self.slopes):
+            compiled().exp_diff_tiled(queries, self.XT, c, self.offset, self.VT, out[t])
+        return np.moveaxis(out, 0, 1)
+
+
+def pad_features(A: np.ndarray) -> np.ndarray:
+    """Return ``A`` with zero columns appended up to a multiple of four (the tiled unit)."""
+    pad = -A.shape[1] % 4
+    if pad == 0:
+        return np.ascontiguousarray(A)
+    return np.ascontiguousarray(np.column_stack([A, np.zeros((len(A), pad))]))
 
 
 def exp_sums(A, V, *, slope=1.0, offset=None, own=None) -> np.ndarray:
@@ -355,7 +402,7 @@ def exp_sums(A, V, *, slope=1.0, offset=None, own=None) -> np.ndarray:
     if kernels is not None and slope == 1.0 and offset is None and own is None:
         A = np.ascontiguousarray(A)
         if V.shape[1] > _FUSED_MAX_COLUMNS:  # the compiled exp, then BLAS for the columns
-            kernels.exp_nonpositive_array(A.reshape(-1), A.reshape(-1))
+            kernels.exp_inplace(A.reshape(-1))
             return weighted_sums(A, V)
         sums = np.empty((m, V.shape[1] + 1))
         kernels.exp_sums(A, np.ascontiguousarray(V.T), sums)
@@ -375,8 +422,7 @@ def exp_into(S: np.ndarray, slope: float, out: np.ndarray) -> np.ndarray:
     kernels = compiled()
     if kernels is None or not out.flags.c_contiguous:
         return np.exp(out, out=out)
-    flat = out.reshape(-1)
-    kernels.exp_nonpositive_array(flat, flat)
+    kernels.exp_inplace(out.reshape(-1))
     return out
 
 
