@@ -39,7 +39,7 @@ def _weighted_scale(x: np.ndarray, w: np.ndarray) -> float:
     # Scale first, square later: in units of a power of two near max |x| (exact),
     # the squares neither overflow (|x| ~ 1e200) nor underflow (|x| ~ 1e-200).
     unit = power_of_two(np.maximum(support.max(), -support.min()))
-    x, w = support / unit, w[w > 0]
+    x, w = support / unit, w[w > 0] / power_of_two(w.max())  # w.sum() may overflow
     mean = np.average(x, weights=w)
     std = np.sqrt(np.average((x - mean) ** 2, weights=w))
     q1, q3 = np.quantile(x, [0.25, 0.75], weights=w, method="inverted_cdf")
@@ -97,13 +97,14 @@ def rule_of_thumb(
     if rule not in _RULES:
         raise ValueError(f"rule must be one of {_RULES}, got {rule!r}.")
     w = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, float)
-    n, d = float(w.sum()), X.shape[1]
+    d = X.shape[1]
     scales = np.array([_weighted_scale(X[:, j], w) for j in range(d)])
-    if rule == "scott":
-        factor = n ** (-1.0 / (d + 4))
-    else:
-        factor = (n * (d + 2) / 4.0) ** (-1.0 / (d + 4))
-    return scales * factor
+    # log n = log sum(w), taken in units of the largest weight: finite for any finite weights.
+    unit = power_of_two(w.max())
+    log_n = np.log(unit) + np.log((w / unit).sum())
+    if rule == "silverman":
+        log_n += np.log((d + 2) / 4.0)
+    return scales * np.exp(-log_n / (d + 4))
 
 
 class _RegressorMixin(RegressorMixin):
@@ -181,8 +182,15 @@ class _NWBase(BaseEstimator):
     def _validate_fit(self, X, y, **kwargs):
         """``validate_data`` at fit; categorical columns become codes (learned here).
 
-        Sets ``is_categorical_``, ``is_ordered_`` and ``categories_``.
+        Sets ``is_categorical_``, ``is_ordered_`` and ``categories_``.  Numeric
+        targets (``y_numeric=True``: the regressors) come back as float64.
         """
+        Xv, y = self._validate_inputs(X, y, **kwargs)
+        if kwargs.get("y_numeric"):
+            y = np.asarray(y, dtype=np.float64)
+        return Xv, y
+
+    def _validate_inputs(self, X, y, **kwargs):
         self._categories = _categorical.resolve(self, X)
         cats = getattr(self, "_categories", None)
         _categorical.check_numeric(X, None if cats is None else cats.mask)

@@ -185,7 +185,7 @@ class BinnedLocalFit(BinnedSums):
         # holds all the sums, and node_moments more temporaries, only where they fit).
         k = values.shape[1]
         check_grid_size(self.grid.shape, mom.n_plain + mom.n_y * k + 2 * (1 + k))
-        self.total = float(w.sum())
+        self._unit_weights(w)
         M, B, error = self._moments(mom)
         self.floor = self.floor_for(bool(error.any()), self.grid)
         self.coef, self.centre, self.valid = self._fit_nodes(mom, M, B, error)
@@ -207,11 +207,11 @@ class BinnedLocalFit(BinnedSums):
         exps = exponents(grid.lo.size, mom.top)
         stencils = moment_stencils(self.stencil(grid), grid.step, exps)
         if sums_fit(grid.shape, mom.n_plain + n_y * k):
-            plain, targets = offset_bin(self.X, self.w, self.values, self.mid, grid, exps, n_y)
+            plain, targets = offset_bin(self.X, self.wb, self.values, self.mid, grid, exps, n_y)
             return node_moments(plain, targets, grid.shape, stencils, exps, n_y)
 
         def bin_one(b: int) -> np.ndarray:
-            plain, targets = offset_bin(self.X, self.w, self.values, self.mid, grid,
+            plain, targets = offset_bin(self.X, self.wb, self.values, self.mid, grid,
                                         exps[b : b + 1], int(b < n_y))  # fmt: skip
             return np.concatenate([plain, targets[0]]) if b < n_y else plain
 

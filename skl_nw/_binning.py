@@ -120,7 +120,8 @@ def _grid_moments(binned: BinnedSums, Q: np.ndarray, V: np.ndarray):
     S1, good1 = first.interpolated(Q)
     S2, good2 = second.interpolated(Q)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return S1[:, :-1] / S1[:, -1:] + first.mid, S2[:, -1] / S1[:, -1] ** 2, good1 & good2
+        factor = S2[:, -1] / S1[:, -1] ** 2 / first.weight_unit  # sums of w / unit
+        return S1[:, :-1] / S1[:, -1:] + first.mid, factor, good1 & good2
 
 
 class BinnedLeaveOneOut:

@@ -158,3 +158,13 @@ def test_standard_errors_of_few_queries_are_exact(rng):
     exact = NadarayaWatsonRegressor(bandwidth=0.1).fit(X, y)
     np.testing.assert_allclose(binned.predict(Q, return_std=True)[1],
                                exact.predict(Q, return_std=True)[1], rtol=1e-12)  # fmt: skip
+
+
+@pytest.mark.parametrize("make", [NadarayaWatsonRegressor, LocalPolynomialRegressor])
+def test_integer_targets_are_numbers(make):
+    # Integer targets took the binned grid's float range as an integer (OverflowError).
+    X = np.linspace(0, 1, 100)[:, None]
+    y = (X[:, 0] > 0.5).astype(int)
+    Q = np.array([[0.25], [0.5]])
+    got = make(algorithm="binned").fit(X, y).predict(Q)
+    np.testing.assert_array_equal(got, make(algorithm="binned").fit(X, y.astype(float)).predict(Q))

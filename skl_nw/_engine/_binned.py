@@ -42,6 +42,7 @@ from scipy import ndimage
 from .._kernels import Kernel, get_kernel
 from ._chunks import Options
 from ._dense import compiled
+from ._sums import power_of_two
 
 __all__ = [
     "MAX_FEATURES",
@@ -186,14 +187,16 @@ def make_grid(X: np.ndarray, step: float, radius: float, rows=slice(None)) -> Gr
     pad = (np.ceil(radius / step) + 1) * step
     lo, hi = column_range(X, rows)
     lo, hi = lo - pad, hi + pad
-    shape = tuple(int(s) for s in np.ceil((hi - lo) / step).astype(np.int64) + 1)
-    check_grid_size(shape, 1)
+    nodes = np.ceil((hi - lo) / step) + 1  # floats: checked before any integer cast
+    check_grid_size(tuple(nodes), 1)
+    shape = tuple(int(s) for s in nodes)
     return Grid(lo, np.full(X.shape[1], float(step)), shape)
 
 
 def check_grid_size(shape, columns: int) -> None:
+    """Raise a MemoryError naming ``binned_tol`` for a grid over the path's limit."""
     need = float(np.prod(np.array(shape, dtype=float))) * columns
-    if need > _MAX_GRID_VALUES:
+    if not need <= _MAX_GRID_VALUES:  # inf or NaN nodes too
         raise MemoryError(
             f"The binned grid would hold {need:.3g} values (shape {shape}, {columns} "
             f"column(s)), more than the limit of {_MAX_GRID_VALUES:.3g}: pass a larger "
@@ -385,6 +388,7 @@ class BinnedSums:
                  power: int = 1):  # fmt: skip
         n, d = X.shape
         self.power = int(power)
+        values = np.asarray(values, dtype=np.float64)  # integer targets too
         if d > MAX_FEATURES:
             raise ValueError(f"The binned path needs at most {MAX_FEATURES} features; got {d}.")
         self.X, self.w, self.values, self.kernel = X, w, values, kernel
@@ -397,11 +401,21 @@ class BinnedSums:
         self.radius = truncation_radius(kernel, tol)
         self.grid = make_grid(X, grid_step(kernel, tol, d), margin_radius(kernel, tol), active)
         check_grid_size(self.grid.shape, values.shape[1] + 1)
-        self.total = float(w.sum())
-        self.counts = linear_bin(X, w, values, self.mid, self.grid)
+        self._unit_weights(w)
+        self.counts = linear_bin(X, self.wb, values, self.mid, self.grid)
         self.sums, used_fft = convolve(self.counts, self.grid.shape, self.stencil(self.grid))
         self.floor = self.floor_for(used_fft, self.grid)
         self._exact = None
+
+    def _unit_weights(self, w: np.ndarray) -> None:
+        """Set ``wb``, the weights the grid bins: ``w`` over a power of two near its largest.
+
+        Exact, and the ratios do not see it; ``w y`` of ``w ~ y ~ 1e-200`` would
+        underflow (of ``1e200``, overflow).  ``weight_unit`` is that power of two.
+        """
+        self.weight_unit = float(power_of_two(w.max()))
+        self.wb = w / self.weight_unit
+        self.total = float(self.wb.sum())
 
     def __getstate__(self) -> dict:
         """Return the constructor's arguments, the kernel by name: what the fit needs, no more.

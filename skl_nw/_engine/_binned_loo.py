@@ -99,7 +99,7 @@ def _loo_one(binned: BinnedSums, grid: Grid, counts, points: _Points, factor: fl
     below = np.empty(len(out), dtype=bool)
     kernels = compiled()
     if kernels is not None:
-        kernels.binned_loo(points.flat, points.lam, points.pairs, taps, sums, binned.w,
+        kernels.binned_loo(points.flat, points.lam, points.pairs, taps, sums, binned.wb,
                            binned.values, binned.mid, floor, out, below)  # fmt: skip
     else:
         _loo_ratios(points, sums, taps, binned, floor, out, below)
@@ -108,7 +108,7 @@ def _loo_one(binned: BinnedSums, grid: Grid, counts, points: _Points, factor: fl
 
 def _loo_ratios(points: _Points, sums, taps, binned: BinnedSums, floor: float, out, below):
     """Run the numpy passes of ``_compiled.binned_loo``: ratios, and which rows are below."""
-    own = binned.w * (taps @ points.pairs)
+    own = binned.wb * (taps @ points.pairs)
     den = _interpolated(points, sums[-1]) - own
     with np.errstate(divide="ignore", invalid="ignore"):
         for o, m in enumerate(binned.mid):
@@ -127,7 +127,7 @@ def _interpolated(points: _Points, values: np.ndarray) -> np.ndarray:
 
 def _exact_rows(binned: BinnedSums, rows, factor: float, fallback: str, tree) -> np.ndarray:
     """Exact leave-one-out ratios at ``rows``: neighbours within the radius, self by index."""
-    X, w, V = binned.X, binned.w, binned.values
+    X, w, V = binned.X, binned.wb, binned.values
     radius = binned.radius * factor
     neighbours, distances = tree.query_radius(X[rows], r=radius, return_distance=True)
     out = np.empty((len(rows), V.shape[1]))
