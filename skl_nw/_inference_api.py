@@ -365,15 +365,27 @@ class _NWInferenceMixin(_SmootherInferenceMixin):
         return fit, scale * std
 
     def _gradient(self, Q: np.ndarray) -> np.ndarray:
-        Y, w = self._targets()
-        Yc = Y - Y[w > 0].mean(axis=0)  # the gradient does not depend on a shift of y
-        train = self._exact_train()
-        X = train.to_caller(train.X)  # centred scaled inputs
-        (n, d), k = X.shape, Y.shape[1]
-        XY = (X[:, :, None] * Yc[:, None, :]).reshape(n, d * k)
-        sums = self._sums(Q, np.column_stack([Yc, X, XY]), powers=(1, "ds"))
-        h = self.bandwidth_[~self.is_categorical_]  # the continuous features' columns
-        return nw_gradient(sums, Q[:, : train.d] - train.center, k, h)
+        return local_constant_gradient(self, Q)
+
+
+def local_constant_gradient(est, Q: np.ndarray) -> np.ndarray:
+    """Exact gradient of the local-constant (Nadaraya–Watson) fit at scaled queries: (m, k, d).
+
+    Shared by :class:`NadarayaWatsonRegressor` and the degree-0 local fit,
+    which is the same estimator; :func:`nw_gradient` has the formula.
+    """
+    Y, w = est._targets()
+    Yc = Y - Y[w > 0].mean(axis=0)  # the gradient does not depend on a shift of y
+    train = est._exact_train()
+    X = train.to_caller(train.X)  # centred scaled inputs
+    (n, d), k = X.shape, Y.shape[1]
+    XY = (X[:, :, None] * Yc[:, None, :]).reshape(n, d * k)
+    sums = _engine.kernel_sums(
+        Q, train, est._kernel, values=np.column_stack([Yc, X, XY]), powers=(1, "ds"),
+        fallback=est.fallback, options=est._options(),
+    )  # fmt: skip
+    h = est.bandwidth_[~est.is_categorical_]  # the continuous features' columns
+    return nw_gradient(sums, Q[:, : train.d] - train.center, k, h)
 
 
 class _DensityMixin:

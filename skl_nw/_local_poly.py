@@ -14,6 +14,7 @@ from . import _engine
 from ._base import _NWBase, _RegressorMixin
 from ._binned_local import BinnedLocalFit
 from ._diagnostics import _SummaryMixin
+from ._inference_api import local_constant_gradient
 from ._local_fit import Moments, blocks, fit_local, npar, usable_degree
 from ._local_inference import _LocalInferenceMixin
 from ._local_loo import LocalLeaveOneOut
@@ -434,22 +435,7 @@ class LocalPolynomialRegressor(_SummaryMixin, _LocalInferenceMixin, _RegressorMi
             d = self._train.d
             grad = np.swapaxes(self._coefficients(Q)[:, 1 : d + 1], 1, 2)
             return grad / self._continuous_h()
-        return self._nw_gradient(Q)
-
-    def _nw_gradient(self, Q: np.ndarray) -> np.ndarray:
-        """``d/dq_j`` of the NW ratio with ``dK/dq_j = dK/ds * (-2 (z_j - q_j))``: (m, k, d)."""
-        train = self._exact_train()
-        d, k = train.d, train.values.shape[1]
-        mom = Moments(d, 1, 1)
-        parts = []
-        for _, q, sums in self._local(Q, mom, powers=(1, "ds")):
-            _, B = mom.about(*mom.read(sums, 0, 0, k), q)
-            Md, Bd = mom.about(*mom.read(sums, 0, 1, k), q)
-            mean = B[:, 0]  # (m, k)
-            dq = -2.0 * (Bd[:, 1:] - Md[:, 1:, None] * mean[:, None, :])  # (m, d, k)
-            parts.append(np.swapaxes(dq, 1, 2))
-        grad = np.concatenate(parts) if parts else np.empty((0, k, d))
-        return grad / self._continuous_h()
+        return local_constant_gradient(self, Q)  # degree 0 is Nadaraya–Watson
 
     def _continuous_h(self) -> np.ndarray:
         return self.bandwidth_[~self.is_categorical_]
