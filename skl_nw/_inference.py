@@ -16,7 +16,6 @@ __all__ = [
     "concentration",
     "criterion_parts",
     "gcv",
-    "hat_diagonal",
     "infinite_criterion",
     "local_constant_std",
     "local_residual_variance",
@@ -209,18 +208,6 @@ def wild_multipliers(rng: np.random.RandomState, n: int, n_boot: int, kind: str)
         return np.where(u < 0.5, -1.0, 1.0)
     r5 = np.sqrt(5.0)
     return np.where(u < (r5 + 1) / (2 * r5), -(r5 - 1) / 2, (r5 + 1) / 2)
-
-
-def hat_diagonal(sums, log_w: np.ndarray) -> np.ndarray:
-    """``H_ii = w_i K(0) / sum_j w_j K_ij`` of in-sample sums (``Q=None``): (n, F).
-
-    The weight of training point ``i`` in its own fit (``K(0) = 1``), from
-    sums of power 1 at every factor; ``log_w`` in the sums' row order.
-    """
-    den = sums.scaled[:, :, 0, 0, -1]
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        H = np.exp(log_w[:, None] - sums.shift - sums.log_scale[:, :, 0, 0]) / den
-    return np.where(np.isfinite(log_w)[:, None], H, 0.0)
 
 
 def aicc(sigma2: np.ndarray, trace: np.ndarray, n: float) -> np.ndarray:

@@ -3,7 +3,7 @@
 A local polynomial fit is a linear smoother: at a query ``q`` it predicts
 ``sum_i l_i(q) y_i`` with the equivalent-kernel weights
 ``l_i(q) = w_i K_i phi(x_i - q) . a(q) / sum_j w_j K_j``, where
-``a = G^-1 e_1`` solves the local problem (:func:`skl_nw._local_fit.solve`,
+``a = G^-1 e_1`` solves the local problem (:func:`skl_nw._engine._local_fit.solve`,
 its degree reduction included).  :class:`_LocalInferenceMixin` implements the
 hooks of :class:`skl_nw._inference_api._SmootherInferenceMixin` from the same
 moment sums as ``predict``; the estimator provides ``_local``,
@@ -18,9 +18,7 @@ from sklearn import get_config
 from . import _engine
 from ._bands import warn_outside
 from ._bootstrap import squared_weight_sums
-from ._inference import local_constant_std, local_residual_variance, sandwich_factor
-from ._inference_api import _FEW_COLUMNS, _SmootherInferenceMixin, standardized
-from ._local_fit import (
+from ._engine import (
     Moments,
     blocks,
     fit_local_units,
@@ -30,6 +28,8 @@ from ._local_fit import (
     to_units,
     unit_exponents,
 )
+from ._inference import local_constant_std, local_residual_variance, sandwich_factor
+from ._inference_api import _FEW_COLUMNS, _SmootherInferenceMixin, standardized
 
 
 class _LocalInferenceMixin(_SmootherInferenceMixin):
@@ -118,7 +118,7 @@ class _LocalInferenceMixin(_SmootherInferenceMixin):
         centred against cancellation, scaled so that the squares neither
         overflow nor underflow).  The fit of ``Y`` is ``predict``'s; the
         variance is in units of ``Z``, and fits are solved in the query's
-        units (:func:`skl_nw._local_fit.fit_local_units`), so that queries far
+        units (:func:`skl_nw._engine._local_fit.fit_local_units`), so that queries far
         from the data do not overflow.
         """
         Y, w = self._targets()

@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import _engine
-from ._inference import hat_diagonal
+from ._engine import Moments, exponents, fit_local, position, usable_degree
 from ._kernels import Kernel
-from ._local_fit import Moments, exponents, fit_local, position, usable_degree
 
 __all__ = ["LocalLeaveOneOut"]
 
@@ -86,7 +85,7 @@ class LocalLeaveOneOut:
             None, self.train, self.kernel, values=mom.values(self.Z, Y), factors=factors,
             fallback=self.fallback, options=_engine.Options(rtol=self.rtol, n_jobs=n_jobs),
         )  # fmt: skip
-        own = hat_diagonal(sums, self.train.to_caller(self.train.self_log_weights()))
+        own = _engine.hat_diagonal(sums, self.train.to_caller(self.train.self_log_weights()))
         fitted = np.empty((len(factors), len(Y), k))
         hat = np.empty((len(factors), len(Y)))
         for f, factor in enumerate(np.asarray(factors, dtype=float)):

@@ -17,8 +17,7 @@ import copy
 import numpy as np
 
 from . import _engine
-from ._engine import MixedLeaveOneOut
-from ._local_fit import Moments, fit_local, gram_index, npar
+from ._engine import MixedLeaveOneOut, Moments, fit_local, gram_index, npar
 
 
 class MixedLocalLeaveOneOut(MixedLeaveOneOut):

@@ -12,10 +12,9 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _engine
 from ._base import _NWBase, _RegressorMixin
-from ._binned_local import BinnedLocalFit
 from ._diagnostics import _SummaryMixin
+from ._engine import BinnedLocalFit, Moments, blocks, fit_local, npar, usable_degree
 from ._inference_api import local_constant_gradient
-from ._local_fit import Moments, blocks, fit_local, npar, usable_degree
 from ._local_inference import _LocalInferenceMixin
 from ._local_loo import LocalLeaveOneOut
 from ._local_mixed import MixedLocalLeaveOneOut

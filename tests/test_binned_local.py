@@ -5,10 +5,10 @@ import pytest
 
 from conftest import PROFILES, naive_linear_bin
 from skl_nw import BandwidthSearchCV, LocalPolynomialRegressor
-from skl_nw._binned_local import BinnedLocalFit
 from skl_nw._engine._binned import Grid
+from skl_nw._engine._binned_local import BinnedLocalFit
+from skl_nw._engine._local_fit import Moments, exponents
 from skl_nw._kernels import get_kernel
-from skl_nw._local_fit import Moments, exponents
 
 # (kernel, d) -> binned_tol: as in test_binned.py (the tophat's error is first order).
 TOLS = {("gaussian", 1): 1e-4, ("epanechnikov", 1): 1e-4, ("tophat", 1): 1e-2,
@@ -138,7 +138,7 @@ def test_compiled_offset_bin_equals_numpy(rng, monkeypatch, d, tiled):
 def test_compiled_node_solve_equals_numpy(rng, monkeypatch, d, degree):
     # The per-node solve, compiled (the exact path's pass with the binned noise level) and
     # with numpy: the same fits, a constant column dead on both.
-    import skl_nw._local_fit as lf
+    import skl_nw._engine._local_fit as lf
 
     X = rng.uniform(0, 4, size=(2000, d))
     if d == 2:

@@ -22,10 +22,8 @@ from skl_nw import (
     NadarayaWatsonRegressor,
     ParzenClassifier,
     _engine,
-    _local_fit,
-    _local_solve,
 )
-from skl_nw._engine import _dense, loo_pool, pool, prepare_train
+from skl_nw._engine import _dense, _local_fit, _local_solve, loo_pool, pool, prepare_train
 from skl_nw._kernels import get_kernel
 
 GAUSSIAN = get_kernel("gaussian")

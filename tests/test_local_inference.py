@@ -9,7 +9,7 @@ from scipy.stats import t as student_t
 from sklearn import config_context
 from test_inference import bootstrap_t_oracle
 
-import skl_nw._local_fit as local_fit
+import skl_nw._engine._local_fit as local_fit
 from conftest import naive_local_poly_std
 from skl_nw import LocalPolynomialRegressor, NadarayaWatsonRegressor
 from skl_nw._inference import wild_multipliers

@@ -7,7 +7,7 @@ import pytest
 from numpy.testing import assert_allclose
 from sklearn import config_context
 
-import skl_nw._local_fit as local_fit
+import skl_nw._engine._local_fit as local_fit
 from conftest import PROFILES, naive_local_poly, naive_local_poly_loo
 from skl_nw import BandwidthSearchCV, LocalPolynomialRegressor, NadarayaWatsonRegressor
 from skl_nw._kernels import kernel_names

@@ -20,10 +20,10 @@ from skl_nw import (
     LocalPolynomialRegressor,
     NadarayaWatsonRegressor,
     ParzenClassifier,
-    _binned_local,
     _binning,
     _engine,
 )
+from skl_nw._engine import _binned_local
 from skl_nw._search._paths import scoring_paths
 
 pytestmark = pytest.mark.filterwarnings("ignore:The selected bandwidth:UserWarning")

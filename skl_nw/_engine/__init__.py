@@ -12,11 +12,24 @@ Module map:
   ``sum_i w_i K(u_i)^p V_i`` in a log-scaled safe form, per bandwidth factor,
   power and group, with leave-one-out by index), and the chunk dispatch;
 * ``_dense``: the brute-force path (distances, kernel blocks, the folded GEMM,
-  exp sums and square chains); ``_compiled``: its optional numba kernels;
+  exp sums and square chains);
+* ``_loader``: :func:`compiled`, the optional numba kernels or None:
+  ``_compiled`` (dense), ``_compiled_tiled`` (register tiles from 4
+  features), ``_compiled_exp`` (the exponential), ``_compiled_binned``,
+  ``_compiled_local`` (the local solve's twin);
 * ``_tree``: the tree path (neighbourhoods, radius bounds, COO sums);
+* ``_binned``: the binned path (linear binning, convolution, interpolation),
+  ``_binned_loo`` its leave-one-out, ``_binned_direct`` and
+  ``_binned_offsets`` the node moments of local fits, ``_binned_local``
+  the binned local polynomial fit;
+* ``_local_fit``: local polynomial fits from moment sums (basis, shifts,
+  blocks), ``_local_solve`` their floored solve;
 * ``_train``: :class:`TrainSet`; ``_chunks``: memory budget, threads, BLAS;
 * ``_auto``: the rule of ``algorithm="auto"``; ``_gradient``: the
-  leave-one-out loss gradient of gradient descent.
+  leave-one-out loss gradient of gradient descent; ``_mixed``: leave-one-out
+  with categorical features, every lambda in one pass;
+* ``_protocol``: :class:`LeaveOneOutProtocol`, what the search asks of a
+  fitted estimator.
 
 The operations below are thin layers over :func:`kernel_sums`.
 """
@@ -27,7 +40,6 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse import vstack as sparse_vstack
 
-from .._inference import hat_diagonal
 from .._kernels import Kernel
 from . import _dense, _tree
 from ._auto import choose_algorithm, neighbour_fraction
@@ -39,9 +51,25 @@ from ._binned import (
     make_grid,
     margin_radius,
 )
+from ._binned_local import BinnedLocalFit
 from ._binned_loo import loo_pool as binned_loo_pool
 from ._chunks import Options, budget, single_threaded_blas
 from ._gradient import loo_loss_grad
+from ._loader import compiled
+from ._local_fit import (
+    Moments,
+    blocks,
+    exponents,
+    fit_local,
+    fit_local_units,
+    gram_index,
+    monomials,
+    npar,
+    position,
+    to_units,
+    unit_exponents,
+    usable_degree,
+)
 from ._mixed import MixedLeaveOneOut
 from ._protocol import LeaveOneOutProtocol, LossFn, MixedLeaveOneOutProtocol
 from ._sums import KernelSums, kernel_sums, power_of_two, run_chunks
@@ -49,6 +77,7 @@ from ._train import TrainSet, prepare_train
 
 __all__ = [
     "MAX_FEATURES",
+    "BinnedLocalFit",
     "BinnedSums",
     "KernelSums",
     "LeaveOneOut",
@@ -56,24 +85,38 @@ __all__ = [
     "LossFn",
     "MixedLeaveOneOut",
     "MixedLeaveOneOutProtocol",
+    "Moments",
     "Options",
     "TrainSet",
     "attention",
     "binned_loo_pool",
+    "blocks",
     "check_grid_size",
     "choose_algorithm",
     "class_log_sums",
+    "compiled",
+    "exponents",
+    "fit_local",
+    "fit_local_units",
+    "gram_index",
     "grid_step",
+    "hat_diagonal",
     "kernel_sums",
     "loo_loss_grad",
     "loo_pool",
     "make_grid",
     "margin_radius",
+    "monomials",
     "neighbour_fraction",
+    "npar",
     "pool",
+    "position",
     "power_of_two",
     "prepare_train",
     "single_threaded_blas",
+    "to_units",
+    "unit_exponents",
+    "usable_degree",
 ]
 
 
@@ -185,6 +228,18 @@ def _check_dense_fits(m: int, n: int, options: Options) -> None:
             "sparse=True for a CSR matrix of the non-zero weights, predict fewer queries at "
             "a time, or raise the budget with sklearn.config_context(working_memory=...)."
         )
+
+
+def hat_diagonal(sums, log_w: np.ndarray) -> np.ndarray:
+    """``H_ii = w_i K(0) / sum_j w_j K_ij`` of in-sample sums (``Q=None``): (n, F).
+
+    The weight of training point ``i`` in its own fit (``K(0) = 1``), from
+    sums of power 1 at every factor; ``log_w`` in the sums' row order.
+    """
+    den = sums.scaled[:, :, 0, 0, -1]
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        H = np.exp(log_w[:, None] - sums.shift - sums.log_scale[:, :, 0, 0]) / den
+    return np.where(np.isfinite(log_w)[:, None], H, 0.0)
 
 
 class LeaveOneOut:

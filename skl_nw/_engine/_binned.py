@@ -41,7 +41,7 @@ from scipy import ndimage
 
 from .._kernels import Kernel, get_kernel
 from ._chunks import Options
-from ._dense import compiled
+from ._loader import compiled
 from ._sums import power_of_two
 
 __all__ = [

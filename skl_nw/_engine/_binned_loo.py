@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._binned import BinnedSums, Grid, convolve, stencil_at
-from ._dense import compiled
+from ._loader import compiled
 
 __all__ = ["loo_pool"]
 

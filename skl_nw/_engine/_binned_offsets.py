@@ -39,7 +39,7 @@ from scipy.special import comb
 
 from ._binned import _FFT_ROUNDING, _MAX_GRID_VALUES, Grid
 from ._binned_direct import convolve_sparse, sparse_enough
-from ._dense import compiled
+from ._loader import compiled
 
 __all__ = [
     "moment_stencils",

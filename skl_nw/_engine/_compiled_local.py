@@ -2,10 +2,10 @@
 
 Loaded through :mod:`skl_nw._engine._compiled` (which re-exports it), so that
 one import decides whether numba serves the engine.  It computes what
-``skl_nw._local_fit._fit_block`` computes with numpy a step at a time over a
+``skl_nw._engine._local_fit._fit_block`` computes with numpy a step at a time over a
 block of queries (the binomial shift of the raw moments, the covariance form,
 the dead-variance test, the eigenvalue floor and the degree lowering: see
-``skl_nw._local_fit.solve``).  At a local-linear fit of 2,000 queries in three
+``skl_nw._engine._local_fit.solve``).  At a local-linear fit of 2,000 queries in three
 features the numpy steps took 3.5 ms, a fifth of a fit + predict, and this pass
 takes 1.3 ms: about 600 ns a query, most of it the two scalar Cholesky
 factorisations and the indexed shift terms.
@@ -108,7 +108,7 @@ def local_fit(  # pragma: no cover - compiled
     ``M`` (m, P2, 1) and ``B`` (m, Py, k) raw moments, ``q`` (m, d) the
     queries; ``parents`` (parent, feature) build the monomials of ``-q`` of
     every moment's degree, ``shift`` and ``yshift`` are the (source, offset,
-    coef, starts) pairs of :class:`~skl_nw._local_fit.Shift`, ``basis`` the
+    coef, starts) pairs of :class:`~skl_nw._engine._local_fit.Shift`, ``basis`` the
     Gram index (P, P), its diagonal past the intercept and the basis sizes
     per degree.  Fills ``coef`` (m, P, k), ``a`` (m, P), ``Mq`` (m, P2, 1) and
     ``Bq`` (m, Py, k); the degree at a query is the highest whose correlation

@@ -7,14 +7,11 @@ trees, threads or estimators.
 
 from __future__ import annotations
 
-import functools
-import os
-import warnings
-
 import numpy as np
 
 from .._kernels import Kernel
 from ._chunks import chunk_rows
+from ._loader import compiled
 
 _EPS = np.finfo(np.float64).eps
 # Bytes of temporaries per (query, training point) pair in a chunk: the
@@ -56,28 +53,6 @@ TILED_MIN_FEATURES = 4
 # exp then a BLAS product (a local linear predict: 1.85x numpy's passes at 593 columns,
 # d = 32; 0.79x at 2,209, d = 64; ``python -m benchmarks engine --only paths``).
 FUSED_MAX_VALUE_COLUMNS = 1024
-
-
-@functools.cache
-def compiled():
-    """Return the numba kernels (:mod:`skl_nw._engine._compiled`), or None if absent or disabled."""
-    if os.environ.get("SKL_NW_DISABLE_NUMBA", "") not in ("", "0"):
-        return None
-    try:
-        from . import _compiled as module
-
-        module.warm_up()  # compile (or load) the exponential: a broken numba fails here
-    except ImportError:  # numba is not installed (or does not support this numpy)
-        return None
-    except Exception as error:  # e.g. no writable cache directory, a failed compilation
-        warnings.warn(
-            f"skl_nw: numba is installed but its kernels failed to load ({error!r}); "
-            "using the numpy passes (same results, slower).",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-        return None
-    return module
 
 
 def dense_chunk_rows(

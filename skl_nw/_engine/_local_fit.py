@@ -32,13 +32,14 @@ from math import comb as _int_comb
 import numpy as np
 from scipy.special import comb
 
-from ._engine import KernelSums, single_threaded_blas
-from ._engine._dense import compiled
+from ._chunks import single_threaded_blas
+from ._loader import compiled
 from ._local_solve import (
     DEAD_VARIANCE,
     EIGEN_FLOOR,
     solve,
 )
+from ._sums import KernelSums
 
 __all__ = [
     "DEAD_VARIANCE",

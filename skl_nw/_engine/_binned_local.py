@@ -15,7 +15,7 @@ KernSmooth's ``locpoly`` (Wand 1994), with the points kept where they are:
    the inputs are exact (only the weights are binned): a polynomial of the
    fit's degree is reproduced to rounding;
 3. the local problem is solved at every node about the weighted mean of its
-   neighbourhood (:func:`skl_nw._local_fit.solve_about`, the exact path's
+   neighbourhood (:func:`skl_nw._engine._local_fit.solve_about`, the exact path's
    compiled pass where numba is available: the same treatment of
    degenerate neighbourhoods, a column constant over the neighbourhood
    dropped, the degree lowered where the local correlation matrix is
@@ -40,7 +40,8 @@ import functools
 
 import numpy as np
 
-from ._engine._binned import (
+from .._kernels import Kernel
+from ._binned import (
     BinnedSums,
     check_grid_size,
     column_range,
@@ -49,7 +50,7 @@ from ._engine._binned import (
     margin_radius,
     truncation_radius,
 )
-from ._engine._binned_offsets import (
+from ._binned_offsets import (
     moment_stencils,
     node_moments,
     node_moments_binning_each,
@@ -57,7 +58,6 @@ from ._engine._binned_offsets import (
     powers,
     sums_fit,
 )
-from ._kernels import Kernel
 from ._local_fit import (
     DEAD_VARIANCE,
     Moments,
@@ -113,7 +113,7 @@ def _derivatives(d: int, degree: int) -> tuple[np.ndarray, np.ndarray]:
 def node_solve(mom: Moments, M, B, centre, error, degree: int) -> np.ndarray:
     """Local coefficients about ``centre`` from moments about the nodes: (m, P, k).
 
-    The exact path's floored solve (:func:`skl_nw._local_fit.solve_about`,
+    The exact path's floored solve (:func:`skl_nw._engine._local_fit.solve_about`,
     compiled where numba is available: dead columns out, the degree dropped
     where the correlation matrix has an eigenvalue below the floor), with
     the rounding scale of the binned
