@@ -375,7 +375,11 @@ def local_constant_gradient(est, Q: np.ndarray) -> np.ndarray:
     which is the same estimator; :func:`nw_gradient` has the formula.
     """
     Y, w = est._targets()
-    Yc = Y - Y[w > 0].mean(axis=0)  # the gradient does not depend on a shift of y
+    # The gradient does not depend on a shift of y, and scales with it: in units of
+    # a power of two near its spread (exact), the products with the inputs' moments
+    # (up to |x| / h ~ 1e154 bandwidths) do not overflow.
+    Z, _, unit = standardized(Y, w)
+    Yc = Z - Z[w > 0].mean(axis=0)
     train = est._exact_train()
     X = train.to_caller(train.X)  # centred scaled inputs
     (n, d), k = X.shape, Y.shape[1]
@@ -385,7 +389,7 @@ def local_constant_gradient(est, Q: np.ndarray) -> np.ndarray:
         fallback=est.fallback, options=est._options(),
     )  # fmt: skip
     h = est.bandwidth_[~est.is_categorical_]  # the continuous features' columns
-    return nw_gradient(sums, Q[:, : train.d] - train.center, k, h)
+    return nw_gradient(sums, Q[:, : train.d] - train.center, k, h) * unit[None, :, None]
 
 
 class _DensityMixin:
