@@ -109,7 +109,7 @@ def section_local(sizes, m, n_check, tol):
         exact = brute.predict(Q[:sub])
         per_query = (time.perf_counter() - start) / sub
         brute_error = np.abs(exact - reference[:sub]).max() / np.ptp(y)
-        rows.append([f"{n:.0e}", f"{est._binned.grid.shape[0]}", f"{np.median(times):.3f}",
+        rows.append([f"{n:.0e}", f"{est._backend.sums.grid.shape[0]}", f"{np.median(times):.3f}",
                      f"{error:.1e}", f"{per_query * m:.0f} (x {m / sub:g})",
                      f"{brute_error:.0e}", f"{per_query * m / np.median(times):.0f}"])  # fmt: skip
     print(table([f"local linear, d = 1, Gaussian, {m:.0e} queries, binned_tol={tol:g}: n",
@@ -132,7 +132,7 @@ def section_local_2d(n, m, n_check, tol, h=0.3):
         (P, est), times = timings(run, repeat=3)
         exact = LocalPolynomialRegressor(h, degree=degree, algorithm="brute").fit(X, y)
         error = np.abs(P[:n_check] - exact.predict(Q[:n_check])).max() / np.ptp(y)
-        shape = " x ".join(str(s) for s in est._binned.grid.shape)
+        shape = " x ".join(str(s) for s in est._backend.sums.grid.shape)
         rows.append([str(degree), shape, spread(times), f"{error:.1e}"])
     print(table([f"local polynomial, d = 2, n = {n:.0e}, h = {h}, {m:.0e} queries, "
                  f"binned_tol={tol:g}: degree", "grid", "binned fit + predict (s)",
@@ -178,7 +178,7 @@ def section_1d(n, m, n_check, tols, rows_out):
     for tol in tols:
         P, est, times = binned_run(X, y, h, Q, tol)
         error = np.abs(P[check] - reference).max() / span
-        nodes = est._binned.grid.shape[0]
+        nodes = est._backend.sums.grid.shape[0]
         rows.append([f"skl_nw binned, binned_tol={tol:g} ({nodes} nodes)",
                      f"{np.median(times):.3f}", f"{error:.1e}"])  # fmt: skip
     try:
@@ -210,7 +210,7 @@ def section_2d(n, m, n_check, tol):
     error = np.abs(P[:n_check] - reference).max() / np.ptp(y)
     print(table([f"d = 2, n = {n:.0e}, {m:.0e} queries", "grid", "fit + predict (s)",
                  f"max error / range ({n_check} queries)"],
-                [[f"binned_tol={tol:g}", "x".join(map(str, est._binned.grid.shape)),
+                [[f"binned_tol={tol:g}", "x".join(map(str, est._backend.sums.grid.shape)),
                   f"{np.median(times):.3f}", f"{error:.1e}"]]))  # fmt: skip
 
 

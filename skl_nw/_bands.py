@@ -23,6 +23,7 @@ import numpy as np
 
 __all__ = [
     "BIAS_CORRECTIONS",
+    "EXTRAPOLATING",
     "corrected_degree",
     "local_sibling",
     "warn_outside",
@@ -32,6 +33,8 @@ __all__ = [
 BIAS_CORRECTIONS = ("none", "robust")
 # Bandwidths beyond the training range before a local polynomial fit is said to extrapolate.
 _SLACK = 1.0
+#: What the extrapolation warning's message matches (a filter's ``message`` regex).
+EXTRAPOLATING = r".* queries lie more than .* outside the range of the training inputs"
 
 
 def corrected_degree(degree: int) -> int:
@@ -58,9 +61,7 @@ def local_sibling(estimator, degree: int):
     sibling = LocalPolynomialRegressor.__new__(LocalPolynomialRegressor)
     sibling.__dict__.update(estimator.__dict__)  # shallow: the fitted arrays are shared
     sibling.degree = degree
-    if sibling._fit_method == "binned":
-        sibling._train = estimator._exact_train()
-        sibling._fit_method = "brute"
+    sibling._backend = estimator._backend.as_exact()
     return sibling
 
 

@@ -12,6 +12,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from . import _binning, _categorical, _engine
+from ._backends import BinnedBackend, ExactBackend
 from ._engine import power_of_two
 from ._kernels import DISCRETE_KERNELS, KERNELS, get_kernel
 
@@ -177,6 +178,14 @@ class _NWBase(BaseEstimator):
     def __setstate__(self, state: dict) -> None:
         if isinstance(state.get("_kernel"), str):
             state = {**state, "_kernel": get_kernel(state["_kernel"])}
+        if "_fit_method" in state:  # pickled before the backend object: rebuild it
+            state = dict(state)
+            method, binned = state.pop("_fit_method"), state.pop("_binned", None)
+            train = state.pop("_train", None)
+            state["_backend"] = (
+                BinnedBackend(binned) if method == "binned"
+                else ExactBackend(train, method, grouped=isinstance(state.get("tree_"), list))
+            )  # fmt: skip
         super().__setstate__(state)
 
     def _validate_fit(self, X, y, **kwargs):
@@ -288,7 +297,11 @@ class _NWBase(BaseEstimator):
                 f"feature(s) {named}. Use algorithm='auto', 'brute' or a tree."
             )
         if cats is None and _binning.wanted(self, Xs):  # "binned", or "auto" with binned_tol
-            return _binning.build(self, Xs, w, values)
+            tol = getattr(self, "binned_tol", None)
+            tol = _binning.DEFAULT_TOL if tol is None else tol
+            self._backend = BinnedBackend(self._binned_training(Xs, w, values, tol))
+            self.tree_ = None
+            return
         with np.errstate(divide="ignore"):
             log_w = np.log(w)
         discrete = {}
@@ -298,21 +311,26 @@ class _NWBase(BaseEstimator):
                         "n_categories": cats.sizes}  # fmt: skip
             Xs = Xs[:, :n_cont]
         if self.algorithm != "auto":
-            self._fit_method = self.algorithm
+            method = self.algorithm
         else:
-            self._fit_method = _engine.choose_algorithm(Xs, log_w, self._kernel, self.rtol)
+            method = _engine.choose_algorithm(Xs, log_w, self._kernel, self.rtol)
         if Xs.shape[1] == 0:  # categorical features only: nothing for a tree to search
-            self._fit_method = "brute"
-        self._train = _engine.prepare_train(
+            method = "brute"
+        train = _engine.prepare_train(
             Xs, log_w=log_w, values=values, groups=groups,
-            algorithm=self._fit_method, leaf_size=self.leaf_size, **discrete,
+            algorithm=method, leaf_size=self.leaf_size, **discrete,
         )  # fmt: skip
-        trees = [t.tree for t in self._train.trees] or None
-        self.tree_ = trees[0] if trees is not None and groups is None else trees
+        self._backend = ExactBackend(train, method, grouped=groups is not None)
+        self.tree_ = self._backend.trees()
+
+    @property
+    def _fit_method(self) -> str:
+        """The algorithm the fit chose: "brute", "kd_tree", "ball_tree" or "binned"."""
+        return self._backend.method
 
     def _binned_training(self, Xs: np.ndarray, w: np.ndarray, values: np.ndarray, tol: float):
         """Return the training side of the binned path (pooled kernel sums here)."""
-        return _binning.pooling(self, Xs, w, values, tol)
+        return _engine.BinnedSums(Xs, w, values, self._kernel, tol, self.rtol)
 
     def _options(self) -> _engine.Options:
         return _engine.Options(rtol=self.rtol, n_jobs=self.n_jobs)
@@ -332,7 +350,7 @@ class _NWBase(BaseEstimator):
         What the operations that the binned path does not approximate use
         (attention weights, standard errors, gradients, intervals, densities).
         """
-        return self._binned.exact() if self._fit_method == "binned" else self._train
+        return self._backend.exact()
 
     def _attention(self, X: ArrayLike, fallback: str, sparse: bool):
         Q = self._queries(X)
@@ -350,9 +368,7 @@ class _NWBase(BaseEstimator):
         """
         check_is_fitted(self)
         fallback = getattr(self, "fallback", "nearest")
-        if self._fit_method == "binned":
-            return _binning.BinnedLeaveOneOut(self._binned, fallback)
-        loo = _engine.LeaveOneOut(self._train, self._kernel, fallback, self.rtol)
+        loo = self._backend.leave_one_out(self._kernel, fallback, self.rtol)
         cats = getattr(self, "_categories", None)
         if cats is None:
             return loo

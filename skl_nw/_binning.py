@@ -1,7 +1,8 @@
 """Estimator side of the binned path (``algorithm="binned"``): choice, fit, predict, LOO.
 
-Kept apart from ``_base.py`` so that the shared base only calls in here; the
-numerics live in :mod:`skl_nw._engine._binned`.
+The choice (:func:`wanted`), the grid's standard errors and its leave-one-out
+object, called by :class:`skl_nw._backends.BinnedBackend`; the numerics live
+in :mod:`skl_nw._engine._binned`.
 """
 
 from __future__ import annotations
@@ -10,15 +11,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ._engine import MAX_FEATURES, BinnedSums, LossFn, Options, binned_loo_pool
+from ._engine import MAX_FEATURES, BinnedSums, LossFn, binned_loo_pool
 
 __all__ = [
     "DEFAULT_TOL",
     "BinnedLeaveOneOut",
-    "build",
     "mean_std",
-    "pool",
-    "pooling",
     "variance_factor",
     "wanted",
 ]
@@ -50,27 +48,6 @@ def wanted(est, Xs: np.ndarray) -> bool:
         and d <= MAX_FEATURES
         and (n >= _AUTO_MIN_SAMPLES)
     )
-
-
-def build(est, Xs: np.ndarray, w: np.ndarray, values: np.ndarray) -> None:
-    """Bin the training set (the binned path's fit)."""
-    tol = getattr(est, "binned_tol", None)
-    tol = DEFAULT_TOL if tol is None else tol
-    est._fit_method = "binned"
-    est._train = None
-    est.tree_ = None
-    est._binned = est._binned_training(Xs, w, values, tol)
-
-
-def pooling(est, Xs: np.ndarray, w: np.ndarray, values: np.ndarray, tol: float) -> BinnedSums:
-    """Return the binned kernel sums of a pooling estimator (Nadaraya–Watson, Parzen)."""
-    return BinnedSums(Xs, w, values, est._kernel, tol, est.rtol)
-
-
-def pool(est, Q: np.ndarray, fallback: str) -> np.ndarray:
-    """Binned pooled values at scaled queries ``Q``: (m, k)."""
-    options = Options(rtol=est.rtol, n_jobs=est.n_jobs)
-    return est._binned.pool(Q, fallback, options)
 
 
 def mean_std(binned: BinnedSums, Q: np.ndarray, V: np.ndarray, k: int, exact: Callable):

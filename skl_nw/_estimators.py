@@ -6,7 +6,6 @@ from numpy.typing import ArrayLike
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import StrOptions
 
-from . import _binning, _engine
 from ._base import _NWBase, _RegressorMixin, check_weights, rule_of_thumb
 from ._diagnostics import _SummaryMixin
 from ._inference_api import _NWInferenceMixin
@@ -248,13 +247,7 @@ default="from_dtype"
         if return_std:
             return self._predict_with_std(X)
         Q = self._queries(X)
-        if self._fit_method == "binned":
-            pooled = _binning.pool(self, Q, self.fallback)
-            return pooled[:, 0] if self._y_1d else pooled
-        pooled = _engine.pool(
-            Q, self._train, self._kernel,
-            fallback=self.fallback, options=self._options(),
-        )  # fmt: skip
+        pooled = self._backend.pool(Q, self._kernel, self.fallback, self._options())
         return pooled[:, 0] if self._y_1d else pooled
 
     def attention_weights(self, X: ArrayLike, *, sparse: bool = False):

@@ -23,7 +23,7 @@ from scipy.special import logsumexp
 from sklearn import get_config
 from sklearn.utils import check_random_state
 
-from . import _binning, _engine
+from . import _engine
 from ._bands import BIAS_CORRECTIONS, corrected_degree, local_sibling, warn_zero_width
 from ._base import power_of_two
 from ._bootstrap import bootstrap_t, effective_df, t_quantile
@@ -287,10 +287,7 @@ class _NWInferenceMixin(_SmootherInferenceMixin):
 
     def _targets(self) -> tuple[np.ndarray, np.ndarray]:
         """Training targets (n, k) and sample weights (n,), caller order."""
-        if self._fit_method == "binned":  # caller order already; no exact set needed
-            return self._binned.values, self._binned.w
-        train = self._exact_train()
-        return train.to_caller(train.values), np.exp(train.to_caller(train.log_w))
+        return self._backend.targets()
 
     def _training_queries(self) -> np.ndarray:
         """Return the scaled training inputs, caller order (the in-sample queries)."""
@@ -314,9 +311,7 @@ class _NWInferenceMixin(_SmootherInferenceMixin):
         def exact(R: np.ndarray) -> np.ndarray:
             return concentration(self._sums(R, np.ones((n, 1)), powers=(1, 2)))
 
-        if self._fit_method == "binned":  # on the grid, as the standard errors
-            return _binning.variance_factor(self._binned, Q, exact)
-        return exact(Q)
+        return self._backend.variance_factor(Q, exact)  # binned: on the grid, as the errors
 
     def _sums(self, Q, values, powers=(1,)):
         return _engine.kernel_sums(
@@ -358,10 +353,7 @@ class _NWInferenceMixin(_SmootherInferenceMixin):
             std = local_constant_std(sums, k, np.zeros(k))[1]
             return sums.ratios()[:, 0, 2 * k :], std  # the fit: predict's columns
 
-        if self._fit_method == "binned":  # the same sums on the grid, exact where it cannot
-            fit, std = _binning.mean_std(self._binned, Q, V, k, exact)
-        else:
-            fit, std = exact(Q)
+        fit, std = self._backend.mean_std(Q, V, k, exact)  # binned: on the grid where it can
         return fit, scale * std
 
     def _gradient(self, Q: np.ndarray) -> np.ndarray:

@@ -13,7 +13,7 @@ from sklearn.utils.validation import check_is_fitted
 from . import _engine
 from ._base import _NWBase, _RegressorMixin
 from ._diagnostics import _SummaryMixin
-from ._engine import BinnedLocalFit, Moments, blocks, fit_local, npar, usable_degree
+from ._engine import BinnedLocalFit, Moments, blocks, fit_local, npar
 from ._inference_api import local_constant_gradient
 from ._local_inference import _LocalInferenceMixin
 from ._local_loo import LocalLeaveOneOut
@@ -268,10 +268,7 @@ class LocalPolynomialRegressor(_SummaryMixin, _LocalInferenceMixin, _RegressorMi
 
     def _fit_degree(self) -> int:
         """``degree``, lowered to the number of points of positive weight (see Notes)."""
-        if self._fit_method == "binned":
-            return self._binned.degree
-        n_points = int(np.isfinite(self._train.log_w).sum())
-        return usable_degree(self.degree, self._train.d, n_points)
+        return self._backend.usable_degree(self.degree)
 
     def _coefficients(self, Q: np.ndarray, values: np.ndarray | None = None) -> np.ndarray:
         """Local coefficients about each scaled query, scaled units: (m, P, k).
@@ -333,9 +330,7 @@ class LocalPolynomialRegressor(_SummaryMixin, _LocalInferenceMixin, _RegressorMi
             return self._predict_with_std(X)
         Q = self._queries(X)
         self._check_extrapolation(Q)
-        if self._fit_method == "binned":
-            return self._shaped(self._binned_fit(Q)[0])
-        return self._shaped(self._coefficients(Q)[:, 0])
+        return self._shaped(self._backend.local_fit(Q, False, self._exact_fit)[0])
 
     def attention_weights(self, X: ArrayLike, *, sparse: bool = False):
         """Return the equivalent-kernel weights ``l_i(q)`` of every query on every training point.
@@ -387,20 +382,11 @@ class LocalPolynomialRegressor(_SummaryMixin, _LocalInferenceMixin, _RegressorMi
         """
         return self._equivalent_kernel(self._queries(X), sparse=sparse)
 
-    def _binned_fit(self, Q: np.ndarray, slopes: bool = False):
-        """Binned fitted values (m, k) and slopes (m, d, k) or None, scaled units.
-
-        Queries the grid cannot serve (outside it, or next to a node below the
-        floor) are computed on the exact path.
-        """
-        values, grad, redo = self._binned.predict(Q, slopes)
-        rows = np.flatnonzero(redo)
-        if len(rows):
-            coef = self._coefficients(Q[rows])
-            values[rows] = coef[:, 0]
-            if slopes:
-                grad[rows] = coef[:, 1 : Q.shape[1] + 1]
-        return values, grad
+    def _exact_fit(self, Q: np.ndarray, slopes: bool = False):
+        """Exact fitted values (m, k) and slopes (m, d, k) or None, scaled units."""
+        coef = self._coefficients(Q)
+        d = self._exact_train().d  # the continuous features (Q also holds category rows)
+        return coef[:, 0], (coef[:, 1 : d + 1] if slopes else None)
 
     def predict_gradient(self, X: ArrayLike) -> np.ndarray:
         """Estimated gradient ``dm/dx_j`` of the regression function at each query.
@@ -428,12 +414,9 @@ class LocalPolynomialRegressor(_SummaryMixin, _LocalInferenceMixin, _RegressorMi
 
     def _gradient(self, Q: np.ndarray) -> np.ndarray:
         """Return the gradient at the scaled queries: (m, k, d)."""
-        if self.degree >= 1 and self._fit_method == "binned":
-            return np.swapaxes(self._binned_fit(Q, slopes=True)[1], 1, 2) / self._continuous_h()
         if self.degree >= 1:
-            d = self._train.d
-            grad = np.swapaxes(self._coefficients(Q)[:, 1 : d + 1], 1, 2)
-            return grad / self._continuous_h()
+            slopes = self._backend.local_fit(Q, True, self._exact_fit)[1]
+            return np.swapaxes(slopes, 1, 2) / self._continuous_h()
         return local_constant_gradient(self, Q)  # degree 0 is Nadaraya–Watson
 
     def _continuous_h(self) -> np.ndarray:

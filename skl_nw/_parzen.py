@@ -8,7 +8,6 @@ from scipy.special import logsumexp
 from sklearn.base import ClassifierMixin, _fit_context
 from sklearn.utils.multiclass import check_classification_targets
 
-from . import _binning, _engine
 from ._base import _NWBase
 from ._inference_api import _DensityMixin
 
@@ -251,13 +250,8 @@ default="from_dtype"
         return priors / priors.sum()
 
     def _log_class_sums(self, X: ArrayLike) -> np.ndarray:
-        Q = self._queries(X)
-        if self._fit_method == "binned":  # log of the binned pooled one-hot labels
-            with np.errstate(divide="ignore"):
-                return np.log(np.maximum(_binning.pool(self, Q, "nearest"), 0.0))
-        return _engine.class_log_sums(
-            Q, self._train, self._kernel, relative=True, options=self._options()
-        )
+        Q = self._queries(X)  # checks the fit first
+        return self._backend.class_log_sums(Q, self._kernel, self._options())
 
     def predict_log_proba(self, X: ArrayLike) -> np.ndarray:
         """Log class probabilities, computed in log space.

@@ -103,7 +103,7 @@ def test_pickle_holds_the_data_not_the_grid(rng, kind, d):
     # the grid on load: the same computation, the same bits.
     est, X = _fitted(kind, d, rng)
     if d == 2:  # here the grid's arrays would outweigh the bound a hundred times
-        assert est._binned.grid.size > 100 * len(X)
+        assert est._backend.sums.grid.size > 100 * len(X)
     blob = pickle.dumps(est)
     assert len(blob) < 10 * 3 * X.nbytes + 64 * 1024
     loaded = pickle.loads(blob)
@@ -143,7 +143,7 @@ def test_standard_errors_of_many_queries_are_computed_on_the_grid(rng, kernel, d
     params = {"bandwidth": 0.1, "kernel": kernel}
     binned = NadarayaWatsonRegressor(algorithm="binned", binned_tol=tol, **params).fit(X, y)
     mean, std = binned.predict(Q, return_std=True)
-    assert binned._binned._exact is None  # no exact pass behind the grid's answer
+    assert binned._backend.sums._exact is None  # no exact pass behind the grid's answer
     np.testing.assert_array_equal(mean, binned.predict(Q))
     exact_mean, exact_std = NadarayaWatsonRegressor(**params).fit(X, y).predict(Q, return_std=True)
     assert np.abs(mean - exact_mean).max() <= tol * np.ptp(y)

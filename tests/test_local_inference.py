@@ -11,7 +11,7 @@ from test_inference import bootstrap_t_oracle
 
 import skl_nw._engine._local_fit as local_fit
 from conftest import naive_local_poly_std
-from skl_nw import LocalPolynomialRegressor, NadarayaWatsonRegressor
+from skl_nw import BandwidthSearchCV, LocalPolynomialRegressor, NadarayaWatsonRegressor
 from skl_nw._inference import wild_multipliers
 
 PATHS = ["brute", "kd_tree"]
@@ -145,6 +145,23 @@ def test_extrapolation_warns(rng):
     for call in (reg.predict, reg.predict_interval, lambda Q: reg.predict(Q, return_std=True)):
         with pytest.warns(UserWarning, match="outside the range"):
             call([[1.5]])
+
+
+def test_a_cross_validated_search_does_not_warn_about_its_held_out_folds(rng):
+    # Sorted inputs and unshuffled folds: the first and last folds lie outside the
+    # others' range, where the fit extrapolates; a search scores them silently.
+    X = np.sort(rng.uniform(0, 1, (90, 1)), axis=0)
+    y = np.sin(4 * X[:, 0]) + rng.normal(0, 0.1, 90)
+    fold_fit = LocalPolynomialRegressor(bandwidth=0.05).fit(X[30:], y[30:])
+    with pytest.warns(UserWarning, match="outside the range"):
+        fold_fit.predict(X[:30])  # what the search's first fold asks
+    search = BandwidthSearchCV(LocalPolynomialRegressor(), bandwidths=[0.05, 0.1], cv=3)
+    with warnings.catch_warnings(record=True) as caught:  # not "error": sklearn catches it
+        warnings.simplefilter("always")
+        search.fit(X, y)
+    assert not [w for w in caught if "outside the range" in str(w.message)]
+    with pytest.warns(UserWarning, match="outside the range"):
+        search.predict([[1.5]])  # the user's own queries still warn
 
 
 def test_bootstrap_std_tracks_the_normal_std_under_homoscedastic_noise(rng):

@@ -171,3 +171,19 @@ def test_folded_paths_with_categories(n, d):
     K *= np.where(Q[:, None, d] == X[None, :, d], 0.7, 0.3 / 4)
     K *= np.where(Q[:, None, d + 1] == X[None, :, d + 1], 0.5, 0.5 / 6)
     np.testing.assert_allclose(est.predict(Q), K @ y / K.sum(axis=1), rtol=1e-12)
+
+
+@pytest.mark.parametrize("degree", [1, 2])
+def test_gradient_with_categories_is_the_gradient_within_the_cell_at_lambda_zero(degree):
+    # lambda = 0: a query weighs only the rows of its own cell, so the mixed fit's
+    # slopes are the continuous fit's on that cell alone (one column per continuous
+    # feature: a category has no derivative).
+    X, y = _ordered_data(n=900, seed=1)
+    params = {"degree": degree, "categorical_features": [2], "ordered_features": [3]}
+    mixed = LocalPolynomialRegressor([0.8, 0.9, 0.0, 0.0], **params).fit(X, y)
+    cell = (X[:, 2] == 1) & (X[:, 3] == 2)
+    alone = LocalPolynomialRegressor([0.8, 0.9], degree=degree).fit(X[cell, :2], y[cell])
+    Q = np.column_stack([np.linspace(0.5, 2.5, 7), np.linspace(2.5, 0.5, 7), [1] * 7, [2] * 7])
+    grad = mixed.predict_gradient(Q)
+    assert grad.shape == (7, 2)
+    np.testing.assert_allclose(grad, alone.predict_gradient(Q[:, :2]), rtol=1e-8, atol=1e-10)

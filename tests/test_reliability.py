@@ -797,6 +797,36 @@ def test_pickle_and_joblib_round_trips():
 _TRUSTED_PACKAGES = ("skl_nw.", "numpy.", "scipy.", "sklearn.")
 
 
+@pytest.mark.parametrize(
+    "est",
+    [
+        NadarayaWatsonRegressor(0.1),
+        NadarayaWatsonRegressor(0.1, algorithm="binned"),
+        LocalPolynomialRegressor(0.2, algorithm="kd_tree", kernel="epanechnikov"),
+        LocalPolynomialRegressor(0.2, algorithm="binned"),
+        ParzenClassifier(0.1, algorithm="ball_tree", kernel="epanechnikov"),
+    ],
+    ids=lambda e: f"{type(e).__name__}-{e.algorithm}",
+)
+def test_pickles_made_before_the_backend_object_still_load(rng, est):
+    # Fits pickled before the training side became one object held _fit_method and
+    # _train (exact) or _binned (binned); their state is rebuilt on load.
+    X = rng.uniform(0, 1, (300, 2))
+    y = X[:, 0] + rng.normal(0, 0.1, 300)
+    fitted = est.fit(X, (y > 0.5) if isinstance(est, ParzenClassifier) else y)
+    state = fitted.__getstate__()
+    backend = state.pop("_backend")
+    old = {**state, "_fit_method": backend.method}
+    old["_binned" if backend.method == "binned" else "_train"] = getattr(
+        backend, "sums" if backend.method == "binned" else "train"
+    )
+    loaded = pickle.loads(pickle.dumps(fitted))
+    loaded.__setstate__(old)
+    predict = "predict_proba" if isinstance(est, ParzenClassifier) else "predict"
+    assert_array_equal(getattr(loaded, predict)(X[:20]), getattr(fitted, predict)(X[:20]))
+    assert loaded._fit_method == backend.method and type(loaded._backend) is type(backend)
+
+
 def test_skops_round_trip_trusting_only_our_and_scientific_types(tmp_path):
     for name, est in _fitted_estimators().items():
         path = tmp_path / f"{name}.skops"

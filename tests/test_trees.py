@@ -393,7 +393,7 @@ def test_tree_attribute(rng, algorithm, leaf_size):
     # own leaf order, which the engine's training set records in its order).
     data = np.asarray(tree.data)
     assert data.shape == (np.sum(w > 0), d)
-    stored = reg._train.order[: len(data)]
+    stored = reg._backend.train.order[: len(data)]
     assert np.all(w[stored] > 0)
     active = X[stored] / h
     sample = rng.choice(len(active), 50, replace=False)
@@ -580,11 +580,11 @@ def test_training_rows_are_stored_in_leaf_order(rng, algorithm):
     X = rng.uniform(size=(4000, 2))
     y = np.sin(6 * X[:, 0]) + rng.normal(scale=0.1, size=4000)
     reg = NadarayaWatsonRegressor(bandwidth=0.05, algorithm=algorithm).fit(X, y)
-    stored = reg._train.X
+    stored = reg._backend.train.X
     step = np.linalg.norm(np.diff(stored, axis=0), axis=1).mean()
     random_step = np.linalg.norm(np.diff(X / 0.05, axis=0), axis=1).mean()
     assert step < 0.25 * random_step  # measured: about 0.1
-    assert sorted(reg._train.order) == list(range(4000))
+    assert sorted(reg._backend.train.order) == list(range(4000))
     brute = NadarayaWatsonRegressor(bandwidth=0.05, algorithm="brute").fit(X, y)
     Q = rng.uniform(size=(30, 2))
     assert_allclose(reg.predict(Q), brute.predict(Q), rtol=1e-10)

@@ -9,12 +9,14 @@ times); any grid whose best candidate is still an end warns
 from __future__ import annotations
 
 import time
+import warnings
 
 import numpy as np
 from sklearn.base import is_classifier
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import Pipeline
 
+from .._bands import EXTRAPOLATING
 from .._inference import criterion_parts, infinite_criterion, negated_criterion
 from . import _mixed
 from ._backend import _backend
@@ -211,7 +213,11 @@ class _Grid:
             n_jobs=self.n_jobs,
             verbose=self.verbose,
         )
-        search.fit(X, y, **params)
+        with warnings.catch_warnings():
+            # A held-out fold beyond the training folds' range is scored as predicted:
+            # the extrapolation warning speaks to a user's queries, not to the folds.
+            warnings.filterwarnings("ignore", message=EXTRAPOLATING, category=UserWarning)
+            search.fit(X, y, **params)
         for name in (
             "cv_results_",
             "best_estimator_",

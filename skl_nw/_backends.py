@@ -1,0 +1,151 @@
+"""The fitted training side of an estimator: one backend object, chosen once at fit.
+
+An estimator's fit chooses its algorithm in one place (``_base._NWBase._build``)
+and keeps the result as ``_backend``: an :class:`ExactBackend` (brute force or
+a tree over the exact training set) or a :class:`BinnedBackend` (kernel sums
+pooled on a grid, ``algorithm="binned"``).  The estimators only call it; they
+never ask which one they hold.  Each operation that the binned path computes
+on its grid takes ``exact``, the exact computation for the queries the grid
+cannot answer (outside it, below its floor, or too few to pay for binning):
+the exact backend simply calls it for every query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from . import _binning, _engine
+
+__all__ = ["BinnedBackend", "ExactBackend"]
+
+
+class ExactBackend:
+    """The exact training set, searched by brute force or by a tree.
+
+    Parameters
+    ----------
+    train : TrainSet
+        The engine's training set (its row order is the tree's).
+    method : {"brute", "kd_tree", "ball_tree"}
+        The neighbour search it was built for.
+    grouped : bool, default=False
+        Whether the rows were grouped (one tree per class or category cell).
+    """
+
+    def __init__(self, train: _engine.TrainSet, method: str, grouped: bool = False):
+        self.train, self.method, self.grouped = train, method, grouped
+
+    def exact(self) -> _engine.TrainSet:
+        """Return the exact training set."""
+        return self.train
+
+    def as_exact(self) -> ExactBackend:
+        """Return this backend on the exact path (itself)."""
+        return self
+
+    def trees(self):
+        """Return the fitted ``tree_``: None (brute force), a tree, or one per category cell."""
+        trees = [t.tree for t in self.train.trees] or None
+        return trees[0] if trees is not None and not self.grouped else trees
+
+    def targets(self) -> tuple[np.ndarray, np.ndarray]:
+        """Training targets (n, k) and sample weights (n,), in the caller's row order."""
+        train = self.train
+        return train.to_caller(train.values), np.exp(train.to_caller(train.log_w))
+
+    def pool(self, Q, kernel, fallback: str, options: _engine.Options) -> np.ndarray:
+        """Attention-pooled training values at scaled queries: (m, k)."""
+        return _engine.pool(Q, self.train, kernel, fallback=fallback, options=options)
+
+    def class_log_sums(self, Q, kernel, options: _engine.Options) -> np.ndarray:
+        """Log of the kernel sums per class at scaled queries (relative to their largest)."""
+        return _engine.class_log_sums(Q, self.train, kernel, relative=True, options=options)
+
+    def mean_std(self, Q, V, k: int, exact: Callable):
+        """Local-constant fit and standard error (see :func:`_binning.mean_std`)."""
+        return exact(Q)
+
+    def variance_factor(self, Q, exact: Callable) -> np.ndarray:
+        """``sum_i w_i K_i^2 / (sum_i w_i K_i)^2`` per scaled query."""
+        return exact(Q)
+
+    def local_fit(self, Q, slopes: bool, exact: Callable):
+        """Local polynomial values (m, k) and slopes (m, d, k) or None, scaled units."""
+        return exact(Q, slopes)
+
+    def usable_degree(self, degree: int) -> int:
+        """``degree``, lowered to the number of training points of positive weight."""
+        n_points = int(np.isfinite(self.train.log_w).sum())
+        return _engine.usable_degree(degree, self.train.d, n_points)
+
+    def leave_one_out(self, kernel, fallback: str, rtol: float) -> _engine.LeaveOneOut:
+        """Return the closed-form leave-one-out of a pooling estimator (the search's protocol)."""
+        return _engine.LeaveOneOut(self.train, kernel, fallback, rtol)
+
+
+class BinnedBackend:
+    """Kernel sums pooled on a grid (``algorithm="binned"``).
+
+    Parameters
+    ----------
+    sums : BinnedSums or BinnedLocalFit
+        The binned training side (pooled sums, or local fits at the nodes).
+    """
+
+    method = "binned"
+
+    def __init__(self, sums: _engine.BinnedSums):
+        self.sums = sums
+
+    def exact(self) -> _engine.TrainSet:
+        """Return the exact training set, built on first need (what the grid does not serve)."""
+        return self.sums.exact()
+
+    def as_exact(self) -> ExactBackend:
+        """Return the exact path over the same training set (brute force)."""
+        return ExactBackend(self.exact(), "brute")
+
+    def trees(self) -> None:
+        """Return None: the grid is the search structure, no tree."""
+        return None
+
+    def targets(self) -> tuple[np.ndarray, np.ndarray]:
+        """Training targets (n, k) and sample weights (n,), in the caller's row order."""
+        return self.sums.values, self.sums.w
+
+    def pool(self, Q, kernel, fallback: str, options: _engine.Options) -> np.ndarray:
+        """Binned pooled values at scaled queries: (m, k)."""
+        return self.sums.pool(Q, fallback, options)
+
+    def class_log_sums(self, Q, kernel, options: _engine.Options) -> np.ndarray:
+        """Log of the binned pooled one-hot labels (queries far from the grid: nearest node)."""
+        with np.errstate(divide="ignore"):
+            return np.log(np.maximum(self.pool(Q, kernel, "nearest", options), 0.0))
+
+    def mean_std(self, Q, V, k: int, exact: Callable):
+        """Local-constant fit and standard error on the grid (see :func:`_binning.mean_std`)."""
+        return _binning.mean_std(self.sums, Q, V, k, exact)
+
+    def variance_factor(self, Q, exact: Callable) -> np.ndarray:
+        """``sum_i w_i K_i^2 / (sum_i w_i K_i)^2`` per scaled query, on the grid."""
+        return _binning.variance_factor(self.sums, Q, exact)
+
+    def local_fit(self, Q, slopes: bool, exact: Callable):
+        """Local fits interpolated from the nodes; ``exact`` where the grid cannot serve."""
+        values, grad, redo = self.sums.predict(Q, slopes)
+        rows = np.flatnonzero(redo)
+        if len(rows):
+            values[rows], exact_grad = exact(Q[rows], slopes)
+            if slopes:
+                grad[rows] = exact_grad
+        return values, grad
+
+    def usable_degree(self, degree: int) -> int:
+        """Return the degree the nodes were fitted at (lowered as the exact path lowers it)."""
+        return self.sums.degree
+
+    def leave_one_out(self, kernel, fallback: str, rtol: float) -> _binning.BinnedLeaveOneOut:
+        """Return the binned closed-form leave-one-out (its gradient the exact path's)."""
+        return _binning.BinnedLeaveOneOut(self.sums, fallback)
