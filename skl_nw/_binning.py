@@ -27,7 +27,7 @@ DEFAULT_TOL = 1e-4
 _AUTO_MIN_SAMPLES = 100_000
 # Standard errors go to the grid when queries x rows exceed this many times rows +
 # grid nodes: the binning of the moments' columns then costs less than the exact pass
-# (crossover between 13 and 128 at n = 2e5, d = 2, 1.4e6 nodes; far below 10 in 1-D).
+# (measured once, see docs/benchmarks.md "Binned path", "Tuned constants").
 _GRID_STD_MIN_RATIO = 32
 
 

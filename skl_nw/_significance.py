@@ -19,9 +19,9 @@ from ._inference import wild_multipliers
 __all__ = ["SignificanceResult", "significance_test"]
 
 _RESIDUALS = ("wild-unrestricted", "wild", "wild-rademacher", "iid")
-# The wild bootstrap's multipliers per choice of residuals (benchmarks/bench_coverage.py:
-# Gaussian ones keep the size of the unrestricted-residual test nearest 5%, 0.04-0.05 at
-# n = 60 where Mammen's give 0.06-0.08 and Rademacher's 0.12).
+# The wild bootstrap's multipliers per choice of residuals: Gaussian ones keep the size
+# of the unrestricted-residual test nearest 5% (the sizes measured: docs/inference.md,
+# "Inference" in docs/benchmarks.md; ``python -m benchmarks coverage --part test``).
 _MULTIPLIERS = {"wild-unrestricted": "gaussian", "wild": "mammen", "wild-rademacher": "rademacher"}
 # Bootstrap samples per refit: at most this many doubles of value columns (n x columns).
 _BLOCK_DOUBLES = 2**22

@@ -11,9 +11,9 @@ from ._train import TrainSet
 from ._tree import log_margin
 
 # Crossovers measured on the project's 2-core machine over 240 configurations
-# (d in 1..12, n in 1e3..1e5, epanechnikov and gaussian, 1-10% of the data per
-# neighbourhood): benchmarks/bench_trees.py; the timings of every configuration
-# are docs/_static/benchmarks/auto_*.csv (summed up in docs/benchmarks.md,
+# (d in 1..12, n in 1e3..1e5, epanechnikov and gaussian, 0.1-10% of the data per
+# neighbourhood): ``python -m benchmarks trees --only crossover``; the timings of
+# every configuration are docs/_static/benchmarks/auto_*.csv (docs/benchmarks.md,
 # "Choosing the algorithm").  With these rules no configuration was more than
 # 1.5x slower than the better of brute and tree.
 # The smallest n measured: below it brute force takes well under a millisecond

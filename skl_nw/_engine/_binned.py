@@ -60,9 +60,9 @@ MAX_FEATURES = 3
 _CHUNK = 1 << 18
 # Rows binned per numpy pass (np.add.at): temporaries that stay in the cache.
 _BIN_CHUNK = 1 << 15
-# Direct convolution when the stencil has at most this many nodes (measured on
-# 1e5 nodes, 2 cores: direct 0.6 ms at 3 nodes, 1.6 ms at 33, 3.6 ms at 65; the FFT
-# 2 ms whatever the stencil; benchmarks/bench_binned.py, "convolution" table).
+# Direct convolution when the stencil has at most this many nodes: its time grows
+# with the stencil, the FFT's does not, and they cross between 33 and 65 nodes; see
+# ``python -m benchmarks binned`` (its direct-against-FFT table).
 _DIRECT_MAX_TAPS = 32
 # Values per block of lines in the one-axis-at-a-time FFT (4 MiB of float64).
 _FFT_BLOCK_VALUES = 1 << 19

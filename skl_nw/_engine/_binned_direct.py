@@ -29,8 +29,7 @@ __all__ = ["convolve_sparse", "sparse_enough"]
 # Scatter when (nonzero positions) x (stencil taps) is at most the transform's
 # length times its log2: a transform costs a few passes of that many operations,
 # a scatter one multiply-add per tap, but numpy's per-node slicing costs more than
-# the count says (measured on 2 cores: a 1,000-node axis scatters 2 positions x 600
-# taps in 40 us, transforms in 60 us).
+# the count says (measured once, see docs/benchmarks.md "Binned path", "Tuned constants").
 _SCATTER_PER_FFT_OP = 1.0
 
 

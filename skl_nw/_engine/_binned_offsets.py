@@ -51,10 +51,9 @@ __all__ = [
 ]
 
 # The compiled offset binning takes the rows in the order of their cell's tile of
-# _TILE nodes where its sums exceed _CACHE_BYTES (a counting sort first): on 2 cores,
-# 1e6 rows onto 2e6 nodes x 21 sums took 2.7 s in the rows' order and 1.7 s in tile
-# order (each row's additions otherwise touch 21 pages).  Below, the sort costs more
-# than it saves (1e6 rows onto 8e4 nodes x 5 sums: 0.23 s against 0.05 s).
+# _TILE nodes where its sums exceed _CACHE_BYTES (a counting sort first): each row's
+# additions otherwise touch a page per sum; below, the sort costs more than it saves
+# (measured once, see docs/benchmarks.md "Binned path", "Tuned constants").
 _TILE = 64
 _CACHE_BYTES = 8 << 20
 # Rows per pass of the numpy offset_bin: at least this many (temporaries that stay in the cache)...

@@ -126,10 +126,11 @@ def map_chunks(
 
 
 # run() fills shared arrays: threads, whatever the active joblib backend, from one pool
-# kept for the process.  joblib's threading backend took ~12 ms a call to set up and tear
-# down, and a pool per call ~1.5 ms (starting its threads), on 2 cores: against a
-# predict of ~15 ms at n = m = 2,000.  Workers never wait on the pool themselves (see
-# map_chunks), so calls from many user threads at once share it without deadlock.
+# kept for the process: setting up joblib's backend, or a pool, per call costs a large
+# share of a small predict (measured once, see docs/benchmarks.md "Dense engine",
+# "Tuned constants").
+# Workers never wait on the pool themselves (see map_chunks), so calls from many user
+# threads at once share it without deadlock.
 _WORKER_PREFIX = "skl_nw-chunks"
 _pool_lock = threading.Lock()
 _pool: list = [None, 0]  # the executor and its number of threads
@@ -179,9 +180,10 @@ _blas_limited = [False]
 def single_threaded_blas():
     """Limit BLAS to one thread inside, once per process (nested calls pass through).
 
-    Each library's count is read and set directly (about 10 us); threadpoolctl's
-    ``limit`` collects every library's full description first (about 200 us, paid
-    several times by each millisecond-scale predict).
+    Each library's count is read and set directly; threadpoolctl's ``limit``
+    collects every library's full description first, twenty times the cost, paid
+    several times by each millisecond-scale predict (measured once, see
+    docs/benchmarks.md "Dense engine", "Tuned constants").
     """
     with _blas_lock:
         first = not _blas_limited[0]

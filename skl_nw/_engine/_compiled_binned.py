@@ -192,9 +192,9 @@ def offset_bin_line(X, lo, step, nodes, w, V, mid, n_y, out):  # pragma: no cove
 
     Power ``b`` goes to row ``b`` of ``out``, its product with ``V_io - mid_o``
     for ``b < n_y`` to row ``P + b k + o``.  Scalars and fixed indices only:
-    twice the rows per second of the general pass, whose index tables and
-    per-axis arrays numba does not keep in registers (n = 1e7 onto 1.3e5
-    nodes, 2 cores: 0.3 s against 0.45 s).
+    faster than the general pass, whose index tables and per-axis arrays numba
+    does not keep in registers (measured once, see docs/benchmarks.md "Binned
+    path", "Tuned constants").
     """
     n, k, P = X.shape[0], V.shape[1], out.shape[0] - n_y * V.shape[1]
     mono, centred = np.empty(P), np.empty(k)

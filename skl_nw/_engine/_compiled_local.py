@@ -5,10 +5,9 @@ one import decides whether numba serves the engine.  It computes what
 ``skl_nw._engine._local_fit._fit_block`` computes with numpy a step at a time over a
 block of queries (the binomial shift of the raw moments, the covariance form,
 the dead-variance test, the eigenvalue floor and the degree lowering: see
-``skl_nw._engine._local_fit.solve``).  At a local-linear fit of 2,000 queries in three
-features the numpy steps took 3.5 ms, a fifth of a fit + predict, and this pass
-takes 1.3 ms: about 600 ns a query, most of it the two scalar Cholesky
-factorisations and the indexed shift terms.
+``skl_nw._engine._local_fit.solve``).  It takes under half the numpy steps' time,
+most of it the two scalar Cholesky factorisations and the indexed shift terms
+(measured once, see docs/benchmarks.md "Local polynomial", "Tuned constants").
 """
 
 from __future__ import annotations

@@ -81,13 +81,13 @@ def _tile_columns(E, rows, VT, out, i0, start):  # pragma: no cover - compiled
 
 # Training points per block: a (4, 256) float64 block is 8 KiB, so the
 # block, four feature rows and the values stay in a 32 KiB L1 between the
-# passes of a tile (benchmarks/bench_engine.py, section kernels).
+# passes of a tile (``python -m benchmarks engine --only kernels``).
 _BLOCK = 256
 # Tiles per group of a single value column: each block of training points serves
-# the group's 8 tiles (32 rows) while it is in L2, not one tile (measured: at d = 32
-# the block's 33 feature rows no longer fit L1, and one tile a block streamed them
-# from L3).  With more columns a group is one tile: the exponentials of its rows
-# are kept whole for the column sums (_tile_columns).
+# the group's 8 tiles (32 rows) while it is in L2, not one tile (at d = 32 the block's
+# 33 feature rows no longer fit L1, and one tile a block streamed them from L3;
+# ``python -m benchmarks engine --only kernels``).  With more columns a group is one
+# tile: the exponentials of its rows are kept whole for the column sums (_tile_columns).
 _GROUP = 8
 
 
@@ -104,7 +104,7 @@ def _tile_rows(Q, i0, P):  # pragma: no cover - compiled
 # four feature rows at once (16 multiply-adds per 4 loads of features and 4 of A;
 # with one row per loop LLVM's run-time overlap checks or their limit of 8 kept
 # it scalar, 5x slower per multiply-add in a micro-benchmark).  The whole kernel
-# against the one-pass one: benchmarks/bench_engine.py, section kernels.
+# against the one-pass one: ``python -m benchmarks engine --only kernels``.
 # Features come in fours: the caller pads them with zero rows (_dense.pad_features).
 @numba.njit(inline="always", fastmath=_FAST)
 def _dot_block(P, KT, j0, jb, A):  # pragma: no cover - compiled

@@ -18,13 +18,14 @@ _EPS = np.finfo(np.float64).eps
 # squared distances (8), the log kernel and its powers (16) and the
 # temporaries of a log-profile (sqrt, cos, log: up to 24).
 BYTES_PER_PAIR = 48
-# Cap on pairs per chunk, so a chunk's arrays stay in cache (measured: chunks
-# of ~50 queries x 20k points beat chunks of hundreds or thousands of queries).
+# Cap on pairs per chunk, so a chunk's arrays stay in cache (chunks of ~50 queries x
+# 20k points beat larger ones; measured once, see docs/benchmarks.md "Dense engine",
+# "Tuned constants").
 MAX_CHUNK_PAIRS = 1 << 20
-# The same for the fused compiled kernels, which write no (m, n) block: there a
-# chunk's fixed costs count (~0.3 ms each, its Python steps after a kernel has
-# evicted them from the cache; at n = m = 2,000 one chunk took 0.9 ms less than
-# four), and a larger cap only delays the fallback of a chunk with a far query.
+# The same for the fused compiled kernels, which write no (m, n) block: there each
+# chunk's fixed Python steps count, and a larger cap only delays the fallback of a
+# chunk with a far query (measured once, see docs/benchmarks.md "Dense engine",
+# "Tuned constants").
 MAX_FUSED_CHUNK_PAIRS = 1 << 22
 # Worst admissible absolute rounding error of a squared distance (or of a log
 # weight) computed by the BLAS expansion; beyond it the chunk uses direct
@@ -36,22 +37,20 @@ _DIRECT_MAX_FEATURES = 2
 UNDERFLOW = 1e-280
 # Above this many value columns the fused exp-and-sums kernels on a given log-weight
 # block (exp_sums, exp_sums_coded) lose to the compiled exp followed by a BLAS product
-# (measured in d = 3 before their tiles: at 14 columns, local linear, fused 1.4x faster;
-# at 45, local quadratic, BLAS 1.75x faster).
+# (measured once, before their tiles; see docs/benchmarks.md "Dense engine",
+# "Tuned constants").
 _FUSED_MAX_COLUMNS = 24
 # A kernel value squared this many times in a row has a relative error of up to
 # 2^6 times the exp's (measured: 3.2e-14): then a chain restarts with an exp.
 MAX_SQUARINGS = 6
 # From this many continuous features the compiled predict takes its log weights in
-# register tiles (``_compiled_tiled``) instead of a one-pass dot product per row:
-# up to d = 3 the one pass is as fast or a little faster (1.34-1.44 np.exp's
-# throughput against 1.32-1.37), from d = 4 it takes a pass per feature and the
-# tiles are 2.7x faster (1.33 against 0.50).  Measured by
-# ``python -m benchmarks engine --only kernels`` (benchmarks/bench_engine.py).
+# register tiles (``_compiled_tiled``) instead of a one-pass dot product per row: up to
+# d = 3 the one pass is as fast, from d = 4 it takes a pass per feature and the tiles
+# win; see ``python -m benchmarks engine --only kernels``.
 TILED_MIN_FEATURES = 4
 # Above this many value columns the fused kernels' register tiles lose to the compiled
-# exp then a BLAS product (a local linear predict: 1.85x numpy's passes at 593 columns,
-# d = 32; 0.79x at 2,209, d = 64; ``python -m benchmarks engine --only paths``).
+# exp then a BLAS product (local linear in d = 32 wins, d = 64 loses); see
+# ``python -m benchmarks engine --only paths``.
 FUSED_MAX_VALUE_COLUMNS = 1024
 
 
@@ -228,7 +227,8 @@ def weighted_sums(A: np.ndarray, V: np.ndarray) -> np.ndarray:
     """Return ``[A @ V, A.sum(axis=1)]``, numerators and denominators.
 
     For one output a matrix-vector product and a row sum beat one matrix
-    product against ``[V, 1]`` (measured: 0.30 vs 0.52 ns per pair).
+    product against ``[V, 1]`` (measured once, see docs/benchmarks.md "Dense engine",
+    "Tuned constants").
     """
     sums = np.empty((A.shape[0], V.shape[1] + 1))
     sums[:, :-1] = A @ V
@@ -281,7 +281,7 @@ class FoldedKeys:
         self.VT = np.ascontiguousarray(V.T)
         # The dot products in the compiled pass: the keys by column. Its tiles beat the
         # exp then a single-threaded BLAS product up to FUSED_MAX_VALUE_COLUMNS
-        # (measured, m = 1000, n = 2000, d = 3: 2.6x at 44, 1.4x at 160).
+        # (measured once, see docs/benchmarks.md "Dense engine", "Tuned constants").
         self.fused = (
             kernels is not None
             and V.shape[1] <= FUSED_MAX_VALUE_COLUMNS

@@ -16,7 +16,8 @@ The numpy pass takes the attention weights from the primitive's kernel block
 (:func:`skl_nw._engine._dense.log_kernel_block`).  The compiled pass for
 ``log K = c s`` keeps passes of its own (predictions, then the gradient
 terms, distances never stored): measured 3x faster than the numpy pass at
-n = 800, d = 2 (docs, Benchmarks page, "numpy passes" column).
+n = 800, d = 2 (``python -m benchmarks search --only statsmodels``, the "numpy
+passes" column of docs/_static/benchmarks/search_times.csv).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``method="auto"`` and ``per_feature="auto"`` of BandwidthSearchCV: the one place they resolve.
 
 The rules, measured on three categorical columns, ``cv=3`` with two, and
-ParzenClassifier on load_digits (benchmarks: ``python -m benchmarks mixed_search``): the
+ParzenClassifier on load_digits (``python -m benchmarks search_defaults``): the
 closed-form grid is one pass for its 40 candidates and
 finds the global optimum of one bandwidth scale, so it serves continuous
 data; the default grid of mixed data is 40 x 7^J candidates for J categorical

@@ -19,7 +19,8 @@ def _backend(estimator) -> str:
 
 
 # With algorithm="auto", the closed-form grid times both backends on this share of
-# the training rows (at least _PROBE_MIN_ROWS rows) and runs the faster on all of them.
+# the training rows (at least _PROBE_MIN_ROWS rows) and runs the faster on all of them
+# (``python -m benchmarks search_backend``: the default against each backend).
 _PROBE_SHARE = 1 / 100
 
 

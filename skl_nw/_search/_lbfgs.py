@@ -148,7 +148,7 @@ def minimise(
     options = {"maxiter": max_iter, "ftol": 0.0 if tol is None else tol, "gtol": 0.0}
     bounds = [(-bound, bound)] * size
     # Small products only (a few parameters, a batch of local fits): BLAS threads would
-    # spin (measured on a loaded 2-core machine: 3.5x the time).
+    # spin (measured once, see docs/benchmarks.md "Bandwidth search", "Tuned constants").
     with single_threaded_blas():
         result = minimize(objective, np.zeros(size), jac=True, method="L-BFGS-B",
                           bounds=bounds, options=options, callback=callback)  # fmt: skip

@@ -39,8 +39,8 @@ __all__ = ["Path", "exact_twin", "scoring_paths"]
 # A candidate goes on the binned grid where the grid has at most n^2 / PAIRS_PER_NODE
 # nodes: the exact path evaluates about n^2 kernel values per candidate, the binned
 # path a few FFT operations per node, so a grid near n^2 nodes costs more than the
-# exact path and a larger one (small bandwidths, small n) far more (n = 300 in 2-D:
-# 1e8 nodes at a tenth of the rule of thumb, 25 s to bin, 2 minutes to score).
+# exact path and a larger one (small bandwidths, small n) far more (measured once, see
+# docs/benchmarks.md "Bandwidth search", "Tuned constants").
 PAIRS_PER_NODE = 16
 
 
