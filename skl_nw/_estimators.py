@@ -35,7 +35,7 @@ default="scott"
         Kernel width ``h``, one per feature or shared.  The rules of thumb are
         computed per feature from a robust scale (see :func:`rule_of_thumb`).
     kernel : {"gaussian", "tophat", "boxcar", "epanechnikov", "exponential", \
-"linear", "triangular", "cosine"}, default="gaussian"
+"linear", "triangular", "cosine", "tricube", "biweight", "triweight"}, default="gaussian"
         Kernel profile; "boxcar" is "tophat" and "triangular" is "linear".
     algorithm : {"auto", "brute", "kd_tree", "ball_tree", "binned"}, default="auto"
         How the kernel sums are computed.  "brute" sums over every training

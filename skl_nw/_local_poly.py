@@ -48,7 +48,8 @@ class LocalPolynomialRegressor(_SummaryMixin, _LocalInferenceMixin, _RegressorMi
         Kernel width ``h``, one per feature or shared (see :func:`rule_of_thumb`).
     kernel : str, default="gaussian"
         Kernel profile: "gaussian", "tophat", "boxcar", "epanechnikov",
-        "exponential", "linear", "triangular" or "cosine".
+        "exponential", "linear", "triangular", "cosine", "tricube" (LOESS's),
+        "biweight" or "triweight".
     degree : int, default=1
         Total degree of the local polynomial: 0 (local constant, the
         Nadaraya–Watson estimator), 1 (local linear), 2 (local quadratic), ...

@@ -36,7 +36,7 @@ class ParzenClassifier(_DensityMixin, ClassifierMixin, _NWBase):
 default="scott"
         Kernel width ``h``, one per feature or shared (see :func:`rule_of_thumb`).
     kernel : {"gaussian", "tophat", "boxcar", "epanechnikov", "exponential", \
-"linear", "triangular", "cosine"}, default="gaussian"
+"linear", "triangular", "cosine", "tricube", "biweight", "triweight"}, default="gaussian"
         Kernel profile.
     algorithm : {"auto", "brute", "kd_tree", "ball_tree", "binned"}, default="auto"
         How the kernel sums are computed.  "brute" sums over every training
