@@ -275,7 +275,7 @@ def _power_kernel(name: str, power: int) -> Kernel:
         profile=lambda s: np.maximum(1.0 - s, 0.0) ** power,
         log_profile=lambda s: power * _log(np.maximum(1.0 - s, 0.0)),
         derivative=derivative,
-        dlog_profile=lambda s: np.where(_inside(s), -power / np.where(_inside(s), 1.0 - s, 1.0), 0.0),
+        dlog_profile=lambda s: np.where(_inside(s), -power / np.where(s < 1.0, 1.0 - s, 1.0), 0.0),
         log_profile_inverse=lambda level: 1.0 - np.exp(np.asarray(level, dtype=float) / power),
         support=1.0,
         log_integral=_power_log_integral(binomial, 2),
@@ -289,13 +289,15 @@ _KERNEL_LIST = (
         profile=lambda s: _tricube(s) ** 3,
         log_profile=lambda s: 3.0 * _log(_tricube(s)),
         # d/ds (1 - u^3)^3 = -(9/2) u (1 - u^3)^2, and d log K / ds = -(9/2) u / (1 - u^3).
-        derivative=lambda s: np.where(_inside(s), -4.5 * _sqrt(np.minimum(s, 1.0)), 0.0)
-        * _tricube(s) ** 2,
+        derivative=lambda s: (
+            np.where(_inside(s), -4.5 * _sqrt(np.minimum(s, 1.0)), 0.0) * _tricube(s) ** 2
+        ),
         dlog_profile=lambda s: np.where(
             _inside(s), -4.5 * _sqrt(s) / np.where(_inside(s), _tricube(s), 1.0), 0.0
         ),
-        log_profile_inverse=lambda level: (1.0 - np.exp(np.asarray(level, dtype=float) / 3.0))
-        ** (2.0 / 3.0),
+        log_profile_inverse=lambda level: (
+            (1.0 - np.exp(np.asarray(level, dtype=float) / 3.0)) ** (2.0 / 3.0)
+        ),
         support=1.0,
         log_integral=_power_log_integral((1.0, -3.0, 3.0, -1.0), 3),
     ),
