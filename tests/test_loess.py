@@ -1,0 +1,256 @@
+"""LOESS: nearest-neighbour spans, robustness iterations, span selection.
+
+References: statsmodels' ``lowess`` (the fitted values at the training rows),
+dense formulas written here (each query's radius from a full sort of its
+distances, weights ``w_i K(d_i / r_q)``, one ``lstsq`` per query), explicit
+refits for the leave-one-out, and the backends against each other.  R's
+``loess`` is the other reference of the feature; no test here runs it when
+``Rscript`` is absent (it is not installed on the development machine).
+"""
+
+import pickle
+import shutil
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from sklearn.utils._param_validation import InvalidParameterError
+
+from conftest import PROFILES
+from skl_nw import (
+    LocalPolynomialRegressor,
+    NadarayaWatsonRegressor,
+    ParzenClassifier,
+)
+
+TREES = ["brute", "kd_tree", "ball_tree"]
+
+
+def radii(X, Q, h, k, enlarge=1.0, exclude=None):
+    """Distance from each query to its k-th nearest row (full sort), times ``enlarge``."""
+    D = np.sqrt((((Q[:, None, :] - X[None, :, :]) / h) ** 2).sum(-1))
+    if exclude is not None:
+        D[np.arange(len(Q)), exclude] = np.inf
+    return np.sort(D, axis=1)[:, k - 1] * enlarge, D
+
+
+def dense_local(X, y, Q, h, k, kernel="tricube", degree=1, w=None, enlarge=1.0, exclude=None):
+    """Local polynomial fits (degree 0 or 1) with per-query radii: values and slopes."""
+    r, D = radii(X, Q, h, k, enlarge, exclude)
+    W = PROFILES[kernel](D / r[:, None]) * (np.ones(len(X)) if w is None else w)
+    if exclude is not None:
+        W[np.arange(len(Q)), exclude] = 0.0
+    fits, slopes = [], []
+    for q, wq in zip(Q, W, strict=True):
+        Phi = np.ones((len(X), 1)) if degree == 0 else np.column_stack([np.ones(len(X)), X - q])
+        root = np.sqrt(wq)[:, None]
+        coef = np.linalg.lstsq(Phi * root, y * root[:, 0], rcond=None)[0]
+        fits.append(coef[0])
+        slopes.append(coef[1:])
+    return np.array(fits), np.array(slopes)
+
+
+def _series(rng, n=120, outliers=True):
+    x = np.sort(rng.uniform(0, 10, n))
+    y = np.sin(x) + 0.3 * rng.normal(size=n)
+    if outliers:
+        y[::11] += 4.0
+    return x, y
+
+
+# ------------------------------------------------------------------ statsmodels
+@pytest.mark.parametrize("algorithm", TREES)
+@pytest.mark.parametrize("frac, it", [(0.2, 0), (0.3, 3), (0.5, 1), (2 / 3, 3)])
+def test_statsmodels_lowess_at_the_training_rows(rng, algorithm, frac, it):
+    smoothers = pytest.importorskip("statsmodels.nonparametric.smoothers_lowess")
+    x, y = _series(rng)
+    perm = rng.permutation(len(x))  # any row order: the fit does not sort
+    x, y = x[perm], y[perm]
+    want = smoothers.lowess(y, x, frac=frac, it=it, delta=0.0, return_sorted=False)
+    reg = LocalPolynomialRegressor(1.0, kernel="tricube", degree=1, span=frac,
+                                   robust_iterations=it, algorithm=algorithm)  # fmt: skip
+    got = reg.fit(x[:, None], y).predict(x[:, None])
+    assert np.abs(got - want).max() <= 1e-7 * np.ptp(y)
+    assert reg.n_neighbors_ == int(frac * len(x) + 1e-10)
+
+
+def test_robust_weights_are_the_bisquare_of_the_previous_fit(rng):
+    smoothers = pytest.importorskip("statsmodels.nonparametric.smoothers_lowess")
+    x, y = _series(rng)
+    previous = smoothers.lowess(y, x, frac=0.3, it=1, delta=0.0, return_sorted=False)
+    e = y - previous
+    u = e / (6 * np.median(np.abs(e)))
+    want = np.where(np.abs(u) < 1, (1 - u**2) ** 2, 0.0)
+    reg = LocalPolynomialRegressor(1.0, kernel="tricube", span=0.3, robust_iterations=2)
+    assert_allclose(reg.fit(x[:, None], y).robust_weights_, want, atol=1e-9)
+    assert (reg.robust_weights_[::11] < 0.5).all()  # the outliers are down-weighted
+    plain = LocalPolynomialRegressor(1.0, kernel="tricube", span=0.3).fit(x[:, None], y)
+    assert_allclose(plain.robust_weights_, 1.0)
+
+
+def test_zero_median_residual_stops_the_iterations(rng):
+    # Constant targets but one: every neighbourhood without the outlier fits exactly, s = 0
+    # after the first fit, and the iterations stop with the weights of that fit (all ones).
+    x = rng.uniform(size=(30, 1))
+    y = np.ones(30)
+    y[5] = 10.0
+    reg = NadarayaWatsonRegressor(1.0, kernel="tricube", span=0.2, robust_iterations=3)
+    plain = NadarayaWatsonRegressor(1.0, kernel="tricube", span=0.2).fit(x, y)
+    assert np.median(np.abs(plain.predict(x) - y)) == 0.0
+    assert_allclose(reg.fit(x, y).robust_weights_, 1.0)
+    assert_allclose(reg.predict(x), plain.predict(x))
+
+
+# ------------------------------------------------------------------ dense oracle
+@pytest.mark.parametrize("kernel", ["tricube", "epanechnikov", "gaussian", "triweight"])
+@pytest.mark.parametrize("algorithm", TREES)
+def test_two_features_against_the_dense_formula(rng, kernel, algorithm):
+    X = rng.normal(size=(80, 2))
+    y = X[:, 0] ** 2 + X[:, 1] + 0.1 * rng.normal(size=80)
+    Q = rng.normal(size=(15, 2))
+    h = np.array([0.5, 2.0])  # the metric's shape
+    w = rng.uniform(0.5, 2.0, 80)
+    for degree, cls in [(0, NadarayaWatsonRegressor), (1, LocalPolynomialRegressor)]:
+        params = {"kernel": kernel, "span": 0.3, "algorithm": algorithm}
+        if degree:
+            params["degree"] = 1
+        reg = cls(h, **params).fit(X, y, sample_weight=w)
+        fit, slope = dense_local(X, y, Q, h, 24, kernel, degree, w)
+        assert_allclose(reg.predict(Q), fit, rtol=1e-9, atol=1e-9)
+        if degree:
+            assert_allclose(reg.predict_gradient(Q), slope, rtol=1e-7, atol=1e-8)
+
+
+def test_span_above_one_enlarges_the_farthest_distance(rng):
+    X = rng.uniform(size=(40, 2))
+    y = np.sin(4 * X[:, 0]) + X[:, 1]
+    Q = rng.uniform(size=(10, 2))
+    reg = LocalPolynomialRegressor(1.0, kernel="tricube", span=2.25).fit(X, y)
+    assert reg.n_neighbors_ == 40
+    fit, _ = dense_local(X, y, Q, 1.0, 40, "tricube", 1, enlarge=1.5)
+    assert_allclose(reg.predict(Q), fit, rtol=1e-9, atol=1e-12)
+
+
+def test_attention_rows_are_the_normalised_dense_weights(rng):
+    X = rng.normal(size=(50, 2))
+    Q = rng.normal(size=(6, 2))
+    reg = NadarayaWatsonRegressor(1.0, kernel="tricube", span=0.2).fit(X, X[:, 0])
+    r, D = radii(X, Q, 1.0, 10)
+    W = PROFILES["tricube"](D / r[:, None])
+    assert_allclose(reg.attention_weights(Q), W / W.sum(1, keepdims=True), atol=1e-12)
+    # A query on top of k or more rows (r = 0) keeps only those rows.
+    X1 = np.repeat([[0.0], [1.0], [3.0]], [5, 1, 1], axis=0)
+    at = NadarayaWatsonRegressor(1.0, span=0.5).fit(X1, np.arange(7.0))
+    assert_allclose(at.predict([[0.0]]), [2.0])
+
+
+def test_parzen_probabilities_against_the_dense_formula(rng):
+    X = rng.normal(size=(60, 2))
+    y = np.where(X[:, 0] + 0.5 * rng.normal(size=60) > 0, "b", "a")
+    Q = rng.normal(size=(12, 2))
+    for algorithm in TREES:
+        clf = ParzenClassifier(1.0, kernel="biweight", span=0.25, algorithm=algorithm).fit(X, y)
+        r, D = radii(X, Q, 1.0, 15)
+        W = PROFILES["biweight"](D / r[:, None])
+        want = np.column_stack([W[:, y == c].sum(1) for c in ("a", "b")]) / W.sum(1)[:, None]
+        assert_allclose(clf.predict_proba(Q), want, atol=1e-12)
+        assert clf.n_neighbors_ == 15
+
+
+# ------------------------------------------------------------------ backends, LOO
+def test_trees_equal_brute_force_everywhere(rng):
+    X = rng.normal(size=(90, 2))
+    y = np.cos(X[:, 0]) + 0.2 * rng.normal(size=90)
+    Q = rng.normal(size=(20, 2))
+    fits = {}
+    for algorithm in TREES:
+        reg = LocalPolynomialRegressor(kernel="tricube", span=0.4, robust_iterations=2,
+                                       algorithm=algorithm).fit(X, y)  # fmt: skip
+        pred, std = reg.predict(Q, return_std=True)
+        loo = reg._leave_one_out().predictions((1.0,))
+        fits[algorithm] = (pred, std, reg.predict_gradient(Q), reg.predict_interval(Q),
+                           reg.robust_weights_, loo)  # fmt: skip
+    for algorithm in TREES[1:]:
+        for a, b in zip(fits["brute"], fits[algorithm], strict=True):
+            assert np.all(np.isfinite(a))
+            assert_allclose(a, b, rtol=1e-9, atol=1e-10)
+
+
+@pytest.mark.parametrize(
+    "cls, degree", [(NadarayaWatsonRegressor, 0), (LocalPolynomialRegressor, 1)]
+)
+def test_closed_form_leave_one_out_equals_refits(rng, cls, degree):
+    X = rng.normal(size=(40, 2))
+    y = X[:, 0] - X[:, 1] ** 2 + 0.1 * rng.normal(size=40)
+    w = rng.uniform(0.5, 2.0, 40)
+    params = {"kernel": "tricube", "span": 0.3}
+    reg = cls(1.0, **params).fit(X, y, sample_weight=w)
+    loo = np.asarray(reg._leave_one_out().predictions((1.0,)))[0, :, 0]
+    keep = lambda i: np.arange(40) != i  # noqa: E731
+    refits = [cls(1.0, **params).fit(X[keep(i)], y[keep(i)], sample_weight=w[keep(i)])
+              .predict(X[i : i + 1])[0] for i in range(40)]  # fmt: skip
+    # The refit on 39 rows counts floor(0.3 * 39) = 11 rows, the closed form floor(0.3 * 40)
+    # = 12 among the 39 others: the dense formula is the reference for the latter.
+    want = dense_local(X, y, X, 1.0, 12, "tricube", degree, w, exclude=np.arange(40))[0]
+    assert_allclose(loo, want, rtol=1e-8, atol=1e-10)
+    same = cls(1.0, kernel="tricube", span=11.5 / 40).fit(X, y, sample_weight=w)
+    assert same.n_neighbors_ == 11
+    loo11 = np.asarray(same._leave_one_out().predictions((1.0,)))[0, :, 0]
+    assert_allclose(loo11, refits, rtol=1e-8, atol=1e-10)
+
+
+def test_weights_multiply_the_kernel_and_rows_are_counted(rng):
+    X = rng.uniform(size=(60, 1))
+    y = np.sin(6 * X[:, 0]) + 0.1 * rng.normal(size=60)
+    Q = rng.uniform(size=(10, 1))
+    # A zero weight drops the row, from the fit and from the count.
+    w = rng.integers(0, 3, 60).astype(float)
+    w[0] = 1.0
+    params = {"kernel": "tricube", "span": 0.3}
+    full = LocalPolynomialRegressor(1.0, **params).fit(X, y, sample_weight=w)
+    kept = LocalPolynomialRegressor(1.0, **params).fit(X[w > 0], y[w > 0], sample_weight=w[w > 0])
+    assert_allclose(full.predict(Q), kept.predict(Q), rtol=1e-12)
+    # Every row repeated c times: c k neighbours among them, the same radii and fits.
+    rep = LocalPolynomialRegressor(1.0, **params).fit(np.repeat(X, 3, 0), np.repeat(y, 3))
+    once = LocalPolynomialRegressor(1.0, **params).fit(X, y, sample_weight=np.full(60, 3.0))
+    assert_allclose(rep.predict(Q), once.predict(Q), rtol=1e-10)
+    # Unequal integer weights are not repeated rows: the count is of rows (as LOESS).
+    k = int(0.3 * (w > 0).sum())
+    want = dense_local(X[w > 0], y[w > 0], Q, 1.0, k, "tricube", 1, w[w > 0])[0]
+    assert_allclose(full.predict(Q), want, rtol=1e-9)
+
+
+def test_categorical_feature_and_persistence(rng):
+    pd = pytest.importorskip("pandas")
+    X = pd.DataFrame({"x": rng.normal(size=80), "g": pd.Categorical(rng.choice(["u", "v"], 80))})
+    y = X["x"].to_numpy() + (X["g"] == "u") + 0.1 * rng.normal(size=80)
+    fits = []
+    for algorithm in ["brute", "kd_tree"]:
+        reg = LocalPolynomialRegressor(kernel="tricube", span=0.5, robust_iterations=1,
+                                       algorithm=algorithm).fit(X, y)  # fmt: skip
+        fits.append(reg.predict(X.iloc[:10]))
+    assert_allclose(fits[0], fits[1], rtol=1e-10)
+    again = pickle.loads(pickle.dumps(reg))
+    assert_allclose(again.predict(X.iloc[:10]), fits[1])
+
+
+# ------------------------------------------------------------------ errors
+def test_errors_name_the_parameter(rng):
+    X, y = rng.normal(size=(30, 1)), rng.normal(size=30)
+    with pytest.raises(ValueError, match="algorithm='binned' cannot take span"):
+        LocalPolynomialRegressor(span=0.5, algorithm="binned").fit(X, y)
+    with pytest.raises(ValueError, match="robust_iterations > 0 takes a 1-D y"):
+        LocalPolynomialRegressor(span=0.5, robust_iterations=1).fit(X, np.column_stack([y, y]))
+    for bad in (0.0, -1.0, "half"):
+        with pytest.raises(InvalidParameterError, match="span"):
+            NadarayaWatsonRegressor(span=bad).fit(X, y)
+    with pytest.raises(InvalidParameterError, match="robust_iterations"):
+        LocalPolynomialRegressor(robust_iterations=-1).fit(X, y)
+    # binned_tol with "auto" never bins a span fit.
+    reg = NadarayaWatsonRegressor(span=0.5, binned_tol=1e-3).fit(X, y)
+    assert np.all(np.isfinite(reg.predict(X)))
+
+
+@pytest.mark.skipif(shutil.which("Rscript") is None, reason="R (Rscript) is not installed")
+def test_r_loess():  # pragma: no cover - run where R is installed
+    pytest.skip("R is installed: compare with loess(surface='direct', normalize=FALSE) here")
