@@ -18,6 +18,7 @@ from sklearn.utils._param_validation import InvalidParameterError
 
 from conftest import PROFILES
 from skl_nw import (
+    BandwidthSearchCV,
     LocalPolynomialRegressor,
     NadarayaWatsonRegressor,
     ParzenClassifier,
@@ -254,3 +255,61 @@ def test_errors_name_the_parameter(rng):
 @pytest.mark.skipif(shutil.which("Rscript") is None, reason="R (Rscript) is not installed")
 def test_r_loess():  # pragma: no cover - run where R is installed
     pytest.skip("R is installed: compare with loess(surface='direct', normalize=FALSE) here")
+
+
+# ------------------------------------------------------------------ span selection
+def _dense_hat(X, k, kernel="tricube"):
+    """The local linear smoother matrix at the training rows (each row's radius counts itself)."""
+    r, D = radii(X, X, 1.0, k)
+    W = PROFILES[kernel](D / r[:, None])
+    H = np.empty_like(W)
+    for i, (q, wq) in enumerate(zip(X, W, strict=True)):
+        Phi = np.column_stack([np.ones(len(X)), X - q])
+        H[i] = (np.linalg.pinv(Phi.T @ (wq[:, None] * Phi)) @ Phi.T * wq)[0]
+    return H
+
+
+@pytest.mark.filterwarnings("ignore:The selected span")
+def test_span_selection_scores_against_dense_formulas(rng):
+    X = np.sort(rng.uniform(0, 10, (80, 1)), axis=0)
+    y = np.sin(X[:, 0]) + 0.3 * rng.normal(size=80)
+    spans = [0.2, 0.35, 0.6]
+    est = LocalPolynomialRegressor(1.0, kernel="tricube", span=0.5)
+    loo = BandwidthSearchCV(est, spans=spans).fit(X, y)
+    gcv = BandwidthSearchCV(est, spans=spans, criterion="gcv").fit(X, y)
+    aicc = BandwidthSearchCV(est, spans=spans, criterion="aicc").fit(X, y)
+    for t, span in enumerate(spans):
+        k = int(span * 80)
+        e = y - dense_local(X, y, X, 1.0, k, exclude=np.arange(80))[0]
+        assert_allclose(loo.cv_results_["mean_test_score"][t], -np.mean(e**2), rtol=1e-9)
+        H = _dense_hat(X, k)
+        sigma2, tr = np.mean((y - H @ y) ** 2), np.trace(H)
+        assert_allclose(gcv.cv_results_["mean_test_score"][t], -sigma2 / (1 - tr / 80) ** 2,
+                        rtol=1e-9)  # fmt: skip
+        want = np.log(sigma2) + (1 + tr / 80) / (1 - (tr + 2) / 80)
+        assert_allclose(aicc.cv_results_["mean_test_score"][t], -want, rtol=1e-9)
+    for search in (loo, gcv, aicc):
+        best = spans[int(np.argmax(search.cv_results_["mean_test_score"]))]
+        assert search.span_ == best == search.best_params_["span"]
+        assert search.best_estimator_.span == best
+        assert search.cv_results_["params"][0] == {"span": 0.2}
+
+
+@pytest.mark.filterwarnings("ignore:The selected span")
+def test_default_spans_and_other_routes(rng):
+    X = rng.uniform(size=(60, 1))
+    y = np.sin(6 * X[:, 0]) + 0.2 * rng.normal(size=60)
+    search = BandwidthSearchCV(NadarayaWatsonRegressor(1.0, kernel="tricube", span=0.5))
+    search.fit(X, y)
+    spans = search.cv_results_["param_span"].data.astype(float)
+    assert spans.min() * 60 >= 5 and spans.max() == 1.0
+    assert 0 < search.span_ < 1
+    cv = BandwidthSearchCV(NadarayaWatsonRegressor(1.0, kernel="tricube", span=0.5),
+                           spans=[0.1, 0.3, 0.9], cv=3).fit(X, y)  # fmt: skip
+    assert cv.span_ in (0.1, 0.3, 0.9)
+    clf = BandwidthSearchCV(ParzenClassifier(1.0, span=0.5), spans=[0.1, 0.5])
+    assert clf.fit(X, y > 0).span_ in (0.1, 0.5)
+    with pytest.raises(ValueError, match="a span is selected from a grid"):
+        BandwidthSearchCV(NadarayaWatsonRegressor(span=0.5), method="sgd").fit(X, y)
+    with pytest.raises(ValueError, match="spans must be positive"):
+        BandwidthSearchCV(NadarayaWatsonRegressor(span=0.5), spans=[0.5, -1]).fit(X, y)
