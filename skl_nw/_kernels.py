@@ -92,6 +92,10 @@ class Kernel:
         recomputes small squared distances exactly.
     aliases : tuple of str
         Other accepted names.
+    power_form : tuple of (int, int) or None
+        ``(a, b)`` when ``K(u) = (1 - u^a)^b`` for ``u < 1`` and 0 beyond
+        (``a`` in 1, 2, 3): the compiled window path of nearest-neighbour
+        spans evaluates such a kernel in its loop.  None for the others.
     """
 
     name: str
@@ -105,6 +109,7 @@ class Kernel:
     log_slope: float | None = None
     exact_near_zero: bool = False
     aliases: tuple[str, ...] = ()
+    power_form: tuple[int, int] | None = None
 
     def __repr__(self) -> str:
         # The data fields only: the functions' reprs are lambdas and addresses.
@@ -199,6 +204,7 @@ _KERNEL_LIST = (
         support=1.0,
         log_integral=_log_ball_volume,
         aliases=("boxcar",),
+        power_form=(2, 0),
     ),
     Kernel(
         name="epanechnikov",
@@ -209,6 +215,7 @@ _KERNEL_LIST = (
         log_profile_inverse=lambda level: 1.0 - np.exp(level),
         support=1.0,
         log_integral=lambda d: _log_ball_volume(d) + np.log(2.0 / (d + 2.0)),
+        power_form=(2, 1),
     ),
     Kernel(
         name="exponential",
@@ -234,6 +241,7 @@ _KERNEL_LIST = (
         log_integral=lambda d: _log_sphere_area(d) - np.log(d * (d + 1.0)),
         exact_near_zero=True,
         aliases=("triangular",),
+        power_form=(1, 1),
     ),
     Kernel(
         name="cosine",
@@ -279,6 +287,7 @@ def _power_kernel(name: str, power: int) -> Kernel:
         log_profile_inverse=lambda level: 1.0 - np.exp(np.asarray(level, dtype=float) / power),
         support=1.0,
         log_integral=_power_log_integral(binomial, 2),
+        power_form=(2, power),
     )
 
 
@@ -300,6 +309,7 @@ _KERNEL_LIST = (
         ),
         support=1.0,
         log_integral=_power_log_integral((1.0, -3.0, 3.0, -1.0), 3),
+        power_form=(3, 3),
     ),
     _power_kernel("biweight", 2),
     _power_kernel("triweight", 3),

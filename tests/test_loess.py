@@ -313,3 +313,55 @@ def test_default_spans_and_other_routes(rng):
         BandwidthSearchCV(NadarayaWatsonRegressor(span=0.5), method="sgd").fit(X, y)
     with pytest.raises(ValueError, match="spans must be positive"):
         BandwidthSearchCV(NadarayaWatsonRegressor(span=0.5), spans=[0.5, -1]).fit(X, y)
+
+
+# ------------------------------------------------------------------ the window path
+@pytest.mark.parametrize("name", ["tricube", "biweight", "triweight", "epanechnikov", "tophat",
+                                  "linear"])  # fmt: skip
+def test_power_forms_are_the_profiles(name):
+    from skl_nw._kernels import get_kernel
+
+    a, b = get_kernel(name).power_form
+    u = np.linspace(0, 1.5, 61)
+    assert_allclose(np.where(u < 1, (1 - u**a) ** b, 0.0), PROFILES[name](u), atol=1e-15)
+
+
+@pytest.mark.parametrize("kernel", ["tricube", "tophat", "triweight"])
+def test_window_path_equals_the_general_path(rng, monkeypatch, kernel):
+    from skl_nw._engine import _window
+
+    X = np.round(rng.uniform(0, 3, (70, 1)), 1)  # ties: windows share rows at the radius
+    y = np.sin(2 * X[:, 0]) + 0.2 * rng.normal(size=70)
+    w = rng.uniform(0.5, 2, 70)
+    Q = np.vstack([X[:5], rng.uniform(-1, 4, (10, 1))])
+
+    def everything():
+        reg = LocalPolynomialRegressor(kernel=kernel, span=0.3, robust_iterations=1)
+        reg.fit(X, y, sample_weight=w)
+        return (
+            *reg.predict(Q, return_std=True),
+            reg.robust_weights_,
+            reg._leave_one_out().predictions((1.0,)),
+            *reg._leave_one_out().fits((1.0,)),
+        )
+
+    used = []
+    original = _window.window_sums
+    monkeypatch.setattr(_window, "window_sums", lambda *a: used.append(1) or original(*a))
+    fast = everything()
+    if _window.compiled() is not None:
+        assert used  # the window path served these sums
+    monkeypatch.setattr(_window, "applies", lambda plan, Q: False)
+    for a, b in zip(fast, everything(), strict=True):
+        assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
+def test_fastloess_two_features_degree_two(rng):
+    fastloess = pytest.importorskip("fastloess")
+    X = rng.uniform(0, 1, (300, 2))
+    y = np.sin(4 * X[:, 0]) * np.cos(3 * X[:, 1]) + 0.2 * rng.normal(size=300)
+    model = fastloess.Loess(fraction=0.3, iterations=0, degree="quadratic", dimensions=2,
+                            surface_mode="direct", distance_metric="euclidean")  # fmt: skip
+    want = np.asarray(model.fit(X.ravel(), y).y)
+    reg = LocalPolynomialRegressor(1.0, kernel="tricube", degree=2, span=0.3).fit(X, y)
+    assert np.abs(reg.predict(X) - want).max() <= 1e-7 * np.ptp(y)

@@ -71,8 +71,9 @@ class NeighbourIndex:
         self.k, self.enlarge = int(k), float(enlarge)
         self.mask = counted
         self.rows = np.flatnonzero(counted)
-        if X.shape[1] == 1:
-            self.x, self.tree = np.sort(X[self.rows, 0]), None
+        if X.shape[1] == 1:  # ``order``: the counted rows by their input (the window path's)
+            self.order = self.rows[np.argsort(X[self.rows, 0], kind="stable")]
+            self.x, self.tree = X[self.order, 0], None
         else:
             self.x, self.tree = None, KDTree(X[self.rows])
 

@@ -26,7 +26,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .._kernels import Kernel
-from . import _dense, _span, _tree
+from . import _dense, _span, _tree, _window
 from ._chunks import Options, budget, map_chunks, n_queries
 from ._train import TrainSet
 
@@ -123,9 +123,8 @@ class _Plan:
         self.lw_max = float(positive.max()) if positive.size else 0.0
         self.shape = (len(factors), len(powers), len(self.starts), V.shape[1] + 1)
         # Per-query bandwidth multiples (nearest-neighbour radii, see _span), or None.
-        self.scale = None
-        if train.neighbours is not None:
-            self.scale = _span.radii(Q, train, self.own(slice(None)), rows, options)
+        self.scale = None if train.neighbours is None else _span.radii(
+            Q, train, self.own(slice(None)), rows, options)  # fmt: skip
         slope = None if self.scale is not None else kernel.log_slope
         # The folded / chained exp sums: the Gaussian on the brute path, ungrouped.
         self.slopes, self.fused = None, False
@@ -422,10 +421,8 @@ def run_chunks(Q, train: TrainSet, kernel: Kernel, options: Options, *, dense, t
     source = (train.X if rows is None else train.X[rows]) if Q is None else Q[:, : train.d]
     probe = source[:: max(1, len(source) // _tree.PROBE_QUERIES)][: _tree.PROBE_QUERIES]
     probe = probe if Q is None else probe - train.center
-    if train.neighbours is not None:  # radii per query: about k neighbours each
-        chunk = _span.tree_chunk_rows(train, kernel, mib)
-    else:
-        chunk = _tree.tree_chunk_rows(probe, train, kernel, margins, mib, factor)
+    chunk = (_span.tree_chunk_rows(train, kernel, mib) if train.neighbours is not None  # ~k each
+             else _tree.tree_chunk_rows(probe, train, kernel, margins, mib, factor))  # fmt: skip
     return map_chunks(lambda c, Qc: tree(c, Qc, margins), Q, train, chunk, workers, out, rows)
 
 
@@ -493,22 +490,29 @@ def kernel_sums(
         stored = train.inverse_rows(rows)
     plan = _Plan(train, kernel, V, tuple(powers), factors, grouped, loo, fallback, stored, exclude,
                  options, Q)  # fmt: skip
-    m = len(plan.rows) if Q is None else len(Q)
-    shift, log_scale, scaled = plan.empty(m)
-    parts = run_chunks(
-        Q, train, kernel, options,
-        dense=lambda c, Qc: _dense_sums(plan, c, Qc),
-        tree=lambda c, Qc, margins: _tree_sums(plan, c, Qc, margins),
-        factor=max(factors), rows=stored, fused=plan.fused,
-    )  # fmt: skip
-    for chunk_result, start in zip(parts, _starts(parts), strict=True):
-        stop = start + len(chunk_result[0])
-        shift[start:stop], log_scale[start:stop], scaled[start:stop] = chunk_result
+    window = _window.applies(plan, Q) and _window.window_sums(plan, Q, stored, options)
+    shift, log_scale, scaled = window or _general_sums(plan, Q, stored, options)
     if plan.scale is not None:  # "ds" in units of each query's own bandwidth
         _span.per_own_bandwidth(scaled, plan.powers, plan.scale)
     if Q is None and rows is None:
         shift, log_scale, scaled = (train.to_caller(a) for a in (shift, log_scale, scaled))
     return KernelSums(shift, log_scale, scaled, np.append(scale, 1.0), plan.powers)
+
+
+def _general_sums(plan: _Plan, Q, stored, options: Options):
+    """``(shift, log_scale, scaled)`` from the brute-force or the tree path, chunk by chunk."""
+    train, kernel = plan.train, plan.kernel
+    shift, log_scale, scaled = plan.empty(len(plan.rows) if Q is None else len(Q))
+    parts = run_chunks(
+        Q, train, kernel, options,
+        dense=lambda c, Qc: _dense_sums(plan, c, Qc),
+        tree=lambda c, Qc, margins: _tree_sums(plan, c, Qc, margins),
+        factor=max(plan.factors), rows=stored, fused=plan.fused,
+    )  # fmt: skip
+    for chunk_result, start in zip(parts, _starts(parts), strict=True):
+        stop = start + len(chunk_result[0])
+        shift[start:stop], log_scale[start:stop], scaled[start:stop] = chunk_result
+    return shift, log_scale, scaled
 
 
 def _starts(parts) -> list[int]:
