@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 from sklearn.utils._param_validation import InvalidParameterError
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from conftest import PROFILES
 from skl_nw import (
@@ -365,3 +366,25 @@ def test_fastloess_two_features_degree_two(rng):
     want = np.asarray(model.fit(X.ravel(), y).y)
     reg = LocalPolynomialRegressor(1.0, kernel="tricube", degree=2, span=0.3).fit(X, y)
     assert np.abs(reg.predict(X) - want).max() <= 1e-7 * np.ptp(y)
+
+
+# check_sample_weight_equivalence_on_dense_data fails by design: the span counts rows, not
+# weights (as LOESS does; see test_weights_multiply_the_kernel_and_rows_are_counted); and
+# robustness weights are one per row: a 2-D y is the documented error of robust_iterations.
+@parametrize_with_checks(
+    [
+        NadarayaWatsonRegressor(kernel="tricube", span=0.5),
+        LocalPolynomialRegressor(kernel="tricube", span=0.5, robust_iterations=2),
+        ParzenClassifier(kernel="biweight", span=0.5),
+    ],
+    expected_failed_checks=lambda est: {
+        "check_sample_weight_equivalence_on_dense_data": "the span counts rows, not weights",
+        **(
+            {"check_regressor_multioutput": "robust_iterations takes a 1-D y"}
+            if getattr(est, "robust_iterations", 0)
+            else {}
+        ),
+    },
+)
+def test_sklearn_checks_with_a_span(estimator, check):
+    check(estimator)
