@@ -3,13 +3,12 @@
 References: statsmodels' ``lowess`` (the fitted values at the training rows),
 dense formulas written here (each query's radius from a full sort of its
 distances, weights ``w_i K(d_i / r_q)``, one ``lstsq`` per query), explicit
-refits for the leave-one-out, and the backends against each other.  R's
-``loess`` is the other reference of the feature; no test here runs it when
-``Rscript`` is absent (it is not installed on the development machine).
+refits for the leave-one-out, the backends against each other, and the
+``fastloess`` package (two features, degree 2) where it is installed.  R's
+``loess`` is not compared here: R was not available where these were written.
 """
 
 import pickle
-import shutil
 
 import numpy as np
 import pytest
@@ -234,6 +233,26 @@ def test_categorical_feature_and_persistence(rng):
     assert_allclose(fits[0], fits[1], rtol=1e-10)
     again = pickle.loads(pickle.dumps(reg))
     assert_allclose(again.predict(X.iloc[:10]), fits[1])
+    sio = pytest.importorskip("skops.io")
+    dumped = sio.dumps(reg)
+    loaded = sio.loads(dumped, trusted=sio.get_untrusted_types(data=dumped))
+    assert_allclose(loaded.predict(X.iloc[:10]), fits[1])
+
+
+def test_local_constant_gradient_holds_the_radius(rng):
+    X = rng.uniform(size=(50, 1))
+    y = np.sin(5 * X[:, 0])
+    Q = rng.uniform(0.1, 0.9, (8, 1))
+    reg = NadarayaWatsonRegressor(1.0, kernel="tricube", span=0.3).fit(X, y)
+    r, _ = radii(X, Q, 1.0, 15)
+
+    def fixed(q):  # the Nadaraya-Watson fit at q with the radii of Q
+        W = PROFILES["tricube"](np.abs(q[:, None] - X[None, :, 0]) / r[:, None])
+        return W @ y / W.sum(1)
+
+    step = 1e-6
+    want = (fixed(Q[:, 0] + step) - fixed(Q[:, 0] - step)) / (2 * step)
+    assert_allclose(reg.predict_gradient(Q)[:, 0], want, rtol=1e-5, atol=1e-6)
 
 
 # ------------------------------------------------------------------ errors
@@ -251,11 +270,6 @@ def test_errors_name_the_parameter(rng):
     # binned_tol with "auto" never bins a span fit.
     reg = NadarayaWatsonRegressor(span=0.5, binned_tol=1e-3).fit(X, y)
     assert np.all(np.isfinite(reg.predict(X)))
-
-
-@pytest.mark.skipif(shutil.which("Rscript") is None, reason="R (Rscript) is not installed")
-def test_r_loess():  # pragma: no cover - run where R is installed
-    pytest.skip("R is installed: compare with loess(surface='direct', normalize=FALSE) here")
 
 
 # ------------------------------------------------------------------ span selection
