@@ -64,12 +64,14 @@ def window_sums(plan, Q, rows, options: Options = Options()):  # noqa: B008
     C = WV.shape[1]
 
     def block(chunk, Qc):
-        q, r = np.ascontiguousarray(Qc[:, 0]), plan.scale[chunk]
+        by_x = np.argsort(Qc[:, 0], kind="stable")  # neighbouring windows stay in the cache
+        q, r = np.ascontiguousarray(Qc[by_x, 0]), plan.scale[chunk][by_x]
         lo = np.searchsorted(x, q - r, side="left").astype(np.int64)
         hi = np.searchsorted(x, q + r, side="right").astype(np.int64)
-        skip = np.full(len(q), -1, np.int64) if own is None else own[chunk]
+        skip = np.full(len(q), -1, np.int64) if own is None else own[chunk][by_x]
         out = np.empty((len(q), 2, C))
         kernels.window_sums(x, WVT, q, r, lo, hi, skip, a, b, squares, out)
+        out[by_x] = out.copy()
         return out
 
     workers, _ = budget(options)
