@@ -13,6 +13,8 @@ import pickle
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
@@ -326,6 +328,10 @@ def test_default_spans_and_other_routes(rng):
     assert clf.fit(X, y > 0).span_ in (0.1, 0.5)
     with pytest.raises(ValueError, match="a span is selected from a grid"):
         BandwidthSearchCV(NadarayaWatsonRegressor(span=0.5), method="sgd").fit(X, y)
+    with pytest.raises(ValueError, match="not a pipeline"):
+        BandwidthSearchCV(make_pipeline(StandardScaler(), NadarayaWatsonRegressor(span=0.5))).fit(
+            X, y
+        )
     with pytest.raises(ValueError, match="spans must be positive"):
         BandwidthSearchCV(NadarayaWatsonRegressor(span=0.5), spans=[0.5, -1]).fit(X, y)
 

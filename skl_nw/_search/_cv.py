@@ -381,7 +381,7 @@ class BandwidthSearchCV(
         routed = self._route(sample_weight)
         self._scorer = self._get_scorer()
         self.span_ = None
-        if _span.selects_span(self.estimator):  # LOESS: the span, one fit per candidate
+        if _span.selects_span(step):  # LOESS: the span, one fit per candidate
             X, y = self._validate(X, y)
             _span.fit_span(self, X, y, routed, loo_cv)
         elif step is not self.estimator:

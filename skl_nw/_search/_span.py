@@ -31,9 +31,9 @@ __all__ = ["DEFAULT_SPANS", "candidate_spans", "fit_span", "selects_span"]
 DEFAULT_SPANS = 2.0 ** (np.arange(-20, 1) / 4)
 
 
-def selects_span(estimator) -> bool:
-    """Whether the search selects ``span``: the estimator itself has one set."""
-    return getattr(estimator, "span", None) is not None
+def selects_span(step) -> bool:
+    """Whether the search selects ``span``: its (last) estimator has one set."""
+    return getattr(step, "span", None) is not None
 
 
 def candidate_spans(search, n: int, d: int) -> np.ndarray:
@@ -51,6 +51,11 @@ def candidate_spans(search, n: int, d: int) -> np.ndarray:
 
 def fit_span(search, X, y, routed, loo_cv: bool) -> None:
     """Select the span (closed form, or GridSearchCV for another ``cv``); refit the best."""
+    if hasattr(search.estimator, "steps"):
+        raise ValueError(
+            "Span selection takes the estimator itself, not a pipeline: put the preceding "
+            "steps outside, make_pipeline(scaler, BandwidthSearchCV(estimator))."
+        )
     if search.method not in ("grid", "auto"):
         raise ValueError(
             f"method={search.method!r} learns bandwidths by gradients; a span is selected "
