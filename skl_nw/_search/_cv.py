@@ -110,7 +110,8 @@ class BandwidthSearchCV(
         the other rows) or its ``criterion`` ("aicc", "gcv": the trace of its
         smoother, at its final robustness weights); any other ``cv`` is
         GridSearchCV's over ``span``.  ``span_`` and ``best_params_["span"]``
-        hold the choice.  Needs ``method="grid"`` or "auto".
+        hold the choice.  Needs ``method="grid"`` or "auto" and the estimator
+        itself (not a pipeline).
     cv : "loo", int, cross-validation generator or iterable, default="loo"
         "loo" scores the closed-form leave-one-out predictions; anything else
         is passed to GridSearchCV (``None`` is its 5-fold default).  Only
