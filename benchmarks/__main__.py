@@ -17,6 +17,7 @@ BENCHMARKS = {
     "engine": "benchmarks.bench_engine",
     "inference": "benchmarks.bench_inference",
     "local_poly": "benchmarks.bench_local_poly",
+    "loess": "benchmarks.bench_loess",
     "mixed": "benchmarks.bench_mixed",
     "mixed_search": "benchmarks.bench_mixed_search",
     "search": "benchmarks.bench_search",

@@ -34,6 +34,13 @@ _GRID_STD_MIN_RATIO = 32
 def wanted(est, Xs: np.ndarray) -> bool:
     """Whether this fit takes the binned path; a clear error where it cannot."""
     n, d = Xs.shape
+    if getattr(est, "span", None) is not None:  # nearest-neighbour radii are exact-path only
+        if est.algorithm == "binned":
+            raise ValueError(
+                "algorithm='binned' cannot take span (the grid's kernel has one fixed width); "
+                "use algorithm='auto', 'brute', 'kd_tree' or 'ball_tree', or span=None."
+            )
+        return False
     if est.algorithm == "binned":
         if d > MAX_FEATURES:
             raise ValueError(

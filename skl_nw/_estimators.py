@@ -6,6 +6,7 @@ from numpy.typing import ArrayLike
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import StrOptions
 
+from . import _loess
 from ._base import _NWBase, _RegressorMixin, check_weights, rule_of_thumb
 from ._diagnostics import _SummaryMixin
 from ._inference_api import _NWInferenceMixin
@@ -34,7 +35,7 @@ default="scott"
         Kernel width ``h``, one per feature or shared.  The rules of thumb are
         computed per feature from a robust scale (see :func:`rule_of_thumb`).
     kernel : {"gaussian", "tophat", "boxcar", "epanechnikov", "exponential", \
-"linear", "triangular", "cosine"}, default="gaussian"
+"linear", "triangular", "cosine", "tricube", "biweight", "triweight"}, default="gaussian"
         Kernel profile; "boxcar" is "tophat" and "triangular" is "linear".
     algorithm : {"auto", "brute", "kd_tree", "ball_tree", "binned"}, default="auto"
         How the kernel sums are computed.  "brute" sums over every training
@@ -77,6 +78,21 @@ default="scott"
         ``binned_tol * (max(y) - min(y))`` (class probabilities by about
         ``binned_tol``); the user guide states the bound and when it holds.
         None: 1e-4 with ``algorithm="binned"``, and "auto" never bins.
+    span : float > 0, default=None
+        Nearest-neighbour bandwidths (LOESS's span): each query's kernel scale
+        is its distance, in the metric ``||(x - q) / bandwidth_||``, to its
+        ``k``-th nearest training row, ``k = floor(span * n)`` (rows of positive
+        weight, counted as rows, not weights; at least 1).  ``bandwidth`` then
+        gives the metric's shape (``bandwidth=1.0`` is R's ``normalize=FALSE``);
+        ``span > 1`` takes every row and enlarges the farthest one's distance by
+        ``sqrt(span)``, as R's ``loess`` does.  Not with ``algorithm="binned"``.
+        None: the bandwidth is fixed.  See the user guide's "LOESS and LOWESS".
+    robust_iterations : int, default=0
+        Cleveland's robustness iterations: each refits with the sample weights
+        times the bisquare weights ``B(e_i / (6 median |e|))`` of the residuals
+        at the training rows (statsmodels' ``lowess(it=...)``; R's
+        ``family="symmetric"`` is 3).  Stops early when ``median |e| = 0``.
+        One-dimensional ``y`` only.
 
     categorical_features : "from_dtype", array-like of bool, int or str, or None, \
 default="from_dtype"
@@ -128,6 +144,10 @@ default="from_dtype"
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of features seen during fit, when X has string column names.
+    n_neighbors_ : int or None
+        The neighbour count ``k`` of ``span`` (None without it).
+    robust_weights_ : ndarray of shape (n_samples,)
+        The robustness weights of the last fit (all ones without iterations).
 
     See Also
     --------
@@ -166,6 +186,8 @@ default="from_dtype"
     _parameter_constraints: dict = {
         **_NWBase._parameter_constraints,
         "fallback": [StrOptions({"nearest", "nan"})],
+        **_loess.SPAN_CONSTRAINTS,
+        **_loess.ROBUST_CONSTRAINTS,
     }
 
     def __init__(
@@ -183,6 +205,8 @@ default="from_dtype"
         ordered_features="from_dtype",
         categorical_kernel: str = "aitchison_aitken",
         ordered_kernel: str = "wang_van_ryzin",
+        span: float | None = None,
+        robust_iterations: int = 0,
     ) -> None:
         self.bandwidth = bandwidth
         self.kernel = kernel
@@ -196,6 +220,8 @@ default="from_dtype"
         self.ordered_features = ordered_features
         self.categorical_kernel = categorical_kernel
         self.ordered_kernel = ordered_kernel
+        self.span = span
+        self.robust_iterations = robust_iterations
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None):
@@ -215,10 +241,11 @@ default="from_dtype"
         self : NadarayaWatsonRegressor
             The fitted estimator.
         """
+        X_in = X
         X, y = self._validate_fit(X, y, multi_output=True, y_numeric=True)
         Xs, w = self._fit_inputs(X, sample_weight)
-        self._build(Xs, w, y.reshape(len(y), -1))
         self._y_1d = y.ndim == 1
+        _loess.build(self, X_in, Xs, w, y.reshape(len(y), -1))
         return self
 
     def predict(self, X: ArrayLike, return_std: bool = False):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 from scipy import integrate
-from scipy.special import gammaln
+from scipy.special import comb, gammaln
 
 __all__ = [
     "DISCRETE_KERNELS",
@@ -92,6 +92,10 @@ class Kernel:
         recomputes small squared distances exactly.
     aliases : tuple of str
         Other accepted names.
+    power_form : tuple of (int, int) or None
+        ``(a, b)`` when ``K(u) = (1 - u^a)^b`` for ``u < 1`` and 0 beyond
+        (``a`` in 1, 2, 3): the compiled window path of nearest-neighbour
+        spans evaluates such a kernel in its loop.  None for the others.
     """
 
     name: str
@@ -105,6 +109,7 @@ class Kernel:
     log_slope: float | None = None
     exact_near_zero: bool = False
     aliases: tuple[str, ...] = ()
+    power_form: tuple[int, int] | None = None
 
     def __repr__(self) -> str:
         # The data fields only: the functions' reprs are lambdas and addresses.
@@ -199,6 +204,7 @@ _KERNEL_LIST = (
         support=1.0,
         log_integral=_log_ball_volume,
         aliases=("boxcar",),
+        power_form=(2, 0),
     ),
     Kernel(
         name="epanechnikov",
@@ -209,6 +215,7 @@ _KERNEL_LIST = (
         log_profile_inverse=lambda level: 1.0 - np.exp(level),
         support=1.0,
         log_integral=lambda d: _log_ball_volume(d) + np.log(2.0 / (d + 2.0)),
+        power_form=(2, 1),
     ),
     Kernel(
         name="exponential",
@@ -234,6 +241,7 @@ _KERNEL_LIST = (
         log_integral=lambda d: _log_sphere_area(d) - np.log(d * (d + 1.0)),
         exact_near_zero=True,
         aliases=("triangular",),
+        power_form=(1, 1),
     ),
     Kernel(
         name="cosine",
@@ -245,6 +253,66 @@ _KERNEL_LIST = (
         support=1.0,
         log_integral=_cosine_log_integral,
     ),
+)
+
+
+def _power_log_integral(coefs: tuple[float, ...], step: int) -> Callable[[int], float]:
+    """Return ``d -> log ∫ K`` for ``K(r) = sum_j coefs[j] r^(step j)`` on ``[0, 1]``."""
+
+    def log_integral(d: int) -> float:
+        radial = sum(c / (d + step * j) for j, c in enumerate(coefs))
+        return _log_sphere_area(d) + np.log(radial)
+
+    return log_integral
+
+
+def _tricube(s: np.ndarray) -> np.ndarray:
+    """``1 - u^3`` inside the support, 0 outside."""
+    return np.where(_inside(s), 1.0 - np.minimum(s, 1.0) ** 1.5, 0.0)
+
+
+def _power_kernel(name: str, power: int) -> Kernel:
+    """Return the kernel ``(1 - u^2)^power`` (biweight: 2, triweight: 3), a polynomial in ``s``."""
+    binomial = tuple((-1.0) ** j * comb(power, j) for j in range(power + 1))
+
+    def derivative(s: np.ndarray) -> np.ndarray:
+        return np.where(_inside(s), -power * np.maximum(1.0 - s, 0.0) ** (power - 1), 0.0)
+
+    return Kernel(
+        name=name,
+        profile=lambda s: np.maximum(1.0 - s, 0.0) ** power,
+        log_profile=lambda s: power * _log(np.maximum(1.0 - s, 0.0)),
+        derivative=derivative,
+        dlog_profile=lambda s: np.where(_inside(s), -power / np.where(s < 1.0, 1.0 - s, 1.0), 0.0),
+        log_profile_inverse=lambda level: 1.0 - np.exp(np.asarray(level, dtype=float) / power),
+        support=1.0,
+        log_integral=_power_log_integral(binomial, 2),
+        power_form=(2, power),
+    )
+
+
+_KERNEL_LIST = (
+    *_KERNEL_LIST,
+    Kernel(
+        name="tricube",
+        profile=lambda s: _tricube(s) ** 3,
+        log_profile=lambda s: 3.0 * _log(_tricube(s)),
+        # d/ds (1 - u^3)^3 = -(9/2) u (1 - u^3)^2, and d log K / ds = -(9/2) u / (1 - u^3).
+        derivative=lambda s: (
+            np.where(_inside(s), -4.5 * _sqrt(np.minimum(s, 1.0)), 0.0) * _tricube(s) ** 2
+        ),
+        dlog_profile=lambda s: np.where(
+            _inside(s), -4.5 * _sqrt(s) / np.where(_inside(s), _tricube(s), 1.0), 0.0
+        ),
+        log_profile_inverse=lambda level: (
+            (1.0 - np.exp(np.asarray(level, dtype=float) / 3.0)) ** (2.0 / 3.0)
+        ),
+        support=1.0,
+        log_integral=_power_log_integral((1.0, -3.0, 3.0, -1.0), 3),
+        power_form=(3, 3),
+    ),
+    _power_kernel("biweight", 2),
+    _power_kernel("triweight", 3),
 )
 
 

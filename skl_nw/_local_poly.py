@@ -10,7 +10,7 @@ from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from . import _engine
+from . import _engine, _loess
 from ._base import _NWBase, _RegressorMixin
 from ._diagnostics import _SummaryMixin
 from ._engine import BinnedLocalFit, Moments, blocks, fit_local, npar
@@ -48,7 +48,8 @@ class LocalPolynomialRegressor(_SummaryMixin, _LocalInferenceMixin, _RegressorMi
         Kernel width ``h``, one per feature or shared (see :func:`rule_of_thumb`).
     kernel : str, default="gaussian"
         Kernel profile: "gaussian", "tophat", "boxcar", "epanechnikov",
-        "exponential", "linear", "triangular" or "cosine".
+        "exponential", "linear", "triangular", "cosine", "tricube" (LOESS's),
+        "biweight" or "triweight".
     degree : int, default=1
         Total degree of the local polynomial: 0 (local constant, the
         Nadaraya–Watson estimator), 1 (local linear), 2 (local quadratic), ...
@@ -114,6 +115,16 @@ class LocalPolynomialRegressor(_SummaryMixin, _LocalInferenceMixin, _RegressorMi
         polynomial is in the continuous features; with no continuous feature
         at all, the fit is the weighted mean of the targets under the
         discrete kernels (:class:`NadarayaWatsonRegressor`'s).
+    span : float > 0, default=None
+        Nearest-neighbour bandwidths (LOESS's span), as for
+        :class:`NadarayaWatsonRegressor`: each query's kernel scale is its
+        distance to its ``k = floor(span * n)``-th nearest training row in the
+        metric ``||(x - q) / bandwidth_||``.  Not with ``algorithm="binned"``.
+    robust_iterations : int, default=0
+        Cleveland's robustness iterations, as for
+        :class:`NadarayaWatsonRegressor`: ``LocalPolynomialRegressor(kernel="tricube",
+        degree=1, span=f, robust_iterations=it)`` is statsmodels' ``lowess(frac=f,
+        it=it, delta=0)`` at the training rows.  One-dimensional ``y`` only.
 
     Attributes
     ----------
@@ -134,6 +145,10 @@ class LocalPolynomialRegressor(_SummaryMixin, _LocalInferenceMixin, _RegressorMi
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of features seen during fit, when X has string column names.
+    n_neighbors_ : int or None
+        The neighbour count ``k`` of ``span`` (None without it).
+    robust_weights_ : ndarray of shape (n_samples,)
+        The robustness weights of the last fit (all ones without iterations).
 
     See Also
     --------
@@ -189,6 +204,8 @@ class LocalPolynomialRegressor(_SummaryMixin, _LocalInferenceMixin, _RegressorMi
         **_NWBase._parameter_constraints,
         "degree": [Interval(Integral, 0, None, closed="left")],
         "fallback": [StrOptions({"nearest", "nan"})],
+        **_loess.SPAN_CONSTRAINTS,
+        **_loess.ROBUST_CONSTRAINTS,
     }
 
     def __init__(
@@ -207,6 +224,8 @@ class LocalPolynomialRegressor(_SummaryMixin, _LocalInferenceMixin, _RegressorMi
         ordered_features="from_dtype",
         categorical_kernel: str = "aitchison_aitken",
         ordered_kernel: str = "wang_van_ryzin",
+        span: float | None = None,
+        robust_iterations: int = 0,
     ) -> None:
         self.bandwidth = bandwidth
         self.kernel = kernel
@@ -221,6 +240,8 @@ class LocalPolynomialRegressor(_SummaryMixin, _LocalInferenceMixin, _RegressorMi
         self.ordered_features = ordered_features
         self.categorical_kernel = categorical_kernel
         self.ordered_kernel = ordered_kernel
+        self.span = span
+        self.robust_iterations = robust_iterations
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None):
@@ -241,10 +262,11 @@ class LocalPolynomialRegressor(_SummaryMixin, _LocalInferenceMixin, _RegressorMi
         self : LocalPolynomialRegressor
             The fitted estimator.
         """
+        X_in = X
         X, y = self._validate_fit(X, y, multi_output=True, y_numeric=True)
         Xs, w = self._fit_inputs(X, sample_weight)
-        self._build(Xs, w, y.reshape(len(y), -1))
         self._y_1d = y.ndim == 1
+        _loess.build(self, X_in, Xs, w, y.reshape(len(y), -1))
         return self
 
     def _local(self, Q: np.ndarray, mom: Moments, powers=(1,), values=None, extra=None):

@@ -8,6 +8,7 @@ from scipy.special import logsumexp
 from sklearn.base import ClassifierMixin, _fit_context
 from sklearn.utils.multiclass import check_classification_targets
 
+from . import _loess
 from ._base import _NWBase
 from ._inference_api import _DensityMixin
 
@@ -35,7 +36,7 @@ class ParzenClassifier(_DensityMixin, ClassifierMixin, _NWBase):
 default="scott"
         Kernel width ``h``, one per feature or shared (see :func:`rule_of_thumb`).
     kernel : {"gaussian", "tophat", "boxcar", "epanechnikov", "exponential", \
-"linear", "triangular", "cosine"}, default="gaussian"
+"linear", "triangular", "cosine", "tricube", "biweight", "triweight"}, default="gaussian"
         Kernel profile.
     algorithm : {"auto", "brute", "kd_tree", "ball_tree", "binned"}, default="auto"
         How the kernel sums are computed.  "brute" sums over every training
@@ -104,6 +105,11 @@ default="from_dtype"
         (``0 <= lambda <= 1``).  ``lambda = 0`` smooths nothing (only the
         query's own category counts); the largest ``lambda`` of the
         Aitchison–Aitken and Li–Racine kernels ignores the feature.
+    span : float > 0, default=None
+        Nearest-neighbour bandwidths (LOESS's span), as for
+        :class:`NadarayaWatsonRegressor`: each query's kernel scale is its
+        distance to its ``k = floor(span * n)``-th nearest training row in the
+        metric ``||(x - q) / bandwidth_||``.  Not with ``algorithm="binned"``.
 
     Attributes
     ----------
@@ -131,6 +137,8 @@ default="from_dtype"
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of features seen during fit, when X has string column names.
+    n_neighbors_ : int or None
+        The neighbour count ``k`` of ``span`` (None without it).
 
     See Also
     --------
@@ -165,6 +173,7 @@ default="from_dtype"
     _parameter_constraints: dict = {
         **_NWBase._parameter_constraints,
         "priors": ["array-like", None],
+        **_loess.SPAN_CONSTRAINTS,
     }
 
     def __init__(
@@ -182,6 +191,7 @@ default="from_dtype"
         ordered_features="from_dtype",
         categorical_kernel: str = "aitchison_aitken",
         ordered_kernel: str = "wang_van_ryzin",
+        span: float | None = None,
     ) -> None:
         self.bandwidth = bandwidth
         self.kernel = kernel
@@ -195,6 +205,7 @@ default="from_dtype"
         self.ordered_features = ordered_features
         self.categorical_kernel = categorical_kernel
         self.ordered_kernel = ordered_kernel
+        self.span = span
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None):
@@ -230,7 +241,7 @@ default="from_dtype"
             with np.errstate(divide="ignore", invalid="ignore"):
                 w = w / class_weight[y_enc] * priors[y_enc]
             w = np.where(np.isfinite(w), w, 0.0)
-        self._build(Xs, w, np.eye(n_classes)[y_enc], groups=y_enc)
+        _loess.build(self, None, Xs, w, np.eye(n_classes)[y_enc], groups=y_enc)
         return self
 
     def _check_priors(self, n_classes: int) -> np.ndarray | None:

@@ -24,6 +24,9 @@ PROFILES = {
     "exponential": lambda u: np.exp(-u),
     "linear": lambda u: np.maximum(1 - u, 0),
     "cosine": lambda u: np.cos(np.pi * u / 2) * (u < 1),
+    "tricube": lambda u: np.maximum(1 - u**3, 0) ** 3,
+    "biweight": lambda u: np.maximum(1 - u**2, 0) ** 2,
+    "triweight": lambda u: np.maximum(1 - u**2, 0) ** 3,
 }
 # log K(u) of the infinite-support kernels, for sums whose terms underflow.
 LOG_PROFILES = {"gaussian": lambda u: -(u**2) / 2, "exponential": lambda u: -u}
@@ -38,6 +41,9 @@ PROFILE_DERIVATIVES = {
     "exponential": lambda s: -np.exp(-np.sqrt(s)) / (2 * np.sqrt(s)),
     "linear": lambda s: -1.0 / (2 * np.sqrt(s)) * (s < 1),
     "cosine": lambda s: -np.sin(np.pi * np.sqrt(s) / 2) * np.pi / (4 * np.sqrt(s)) * (s < 1),
+    "tricube": lambda s: -4.5 * np.sqrt(s) * np.maximum(1 - s**1.5, 0) ** 2,
+    "biweight": lambda s: -2 * np.maximum(1 - s, 0),
+    "triweight": lambda s: -3 * np.maximum(1 - s, 0) ** 2,
 }
 
 

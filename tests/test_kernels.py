@@ -32,6 +32,10 @@ SPEC = {
     "exponential": (False, lambda u: -np.exp(-u) / (2 * u)),
     "linear": (True, lambda u: np.where(u < 1, -1 / (2 * u), 0.0)),
     "cosine": (True, lambda u: np.where(u < 1, -np.pi * np.sin(np.pi * u / 2) / (4 * u), 0.0)),
+    # dK/du = -9 u^2 (1 - u^3)^2, -4 u (1 - u^2), -6 u (1 - u^2)^2; over 2u.
+    "tricube": (True, lambda u: np.where(u < 1, -4.5 * u * (1 - u**3) ** 2, 0.0)),
+    "biweight": (True, lambda u: np.where(u < 1, -2 * (1 - u**2), 0.0)),
+    "triweight": (True, lambda u: np.where(u < 1, -3 * (1 - u**2) ** 2, 0.0)),
 }
 # The limits of dK/ds as u -> 0+ (a kernel that is a function of u, not of u**2,
 # has an infinite slope in s at 0).
@@ -42,6 +46,9 @@ DERIVATIVE_AT_ZERO = {
     "exponential": -np.inf,
     "linear": -np.inf,
     "cosine": -(np.pi**2) / 8,
+    "tricube": 0.0,
+    "biweight": -2.0,
+    "triweight": -3.0,
 }
 
 # Distances u, all exactly representable with an exact square, so that the
@@ -175,6 +182,10 @@ def test_normalizer_matches_closed_forms():
     assert_allclose(np.exp(log_radial_integral("linear", 1)), 1.0, rtol=1e-10)
     assert_allclose(np.exp(log_radial_integral("cosine", 1)), 4 / np.pi, rtol=1e-10)
     assert_allclose(np.exp(log_radial_integral("exponential", 1)), 2.0, rtol=1e-10)
+    # The tricube's 70/81, the biweight's 15/16, the triweight's 35/32 (d = 1).
+    assert_allclose(np.exp(log_radial_integral("tricube", 1)), 81 / 70, rtol=1e-10)
+    assert_allclose(np.exp(log_radial_integral("biweight", 1)), 16 / 15, rtol=1e-10)
+    assert_allclose(np.exp(log_radial_integral("triweight", 1)), 32 / 35, rtol=1e-10)
 
 
 def sklearn_cosine_log_integral(d):
@@ -237,8 +248,8 @@ def test_registry_names():
         assert isinstance(kernel, Kernel)
         assert name == kernel.name or name in kernel.aliases
         assert KERNELS[kernel.name] is kernel
-    # Canonical names are scikit-learn's KernelDensity names.
-    assert set(NAMES) <= set(SKLEARN_KERNELS)
+    # Canonical names are scikit-learn's KernelDensity names, and the LOESS family's.
+    assert set(NAMES) <= set(SKLEARN_KERNELS) | {"tricube", "biweight", "triweight"}
 
 
 @pytest.mark.parametrize("bad", ["gauss", "Gaussian", "", "epanechnikov ", None, 3])

@@ -18,6 +18,9 @@ Module map:
   features), ``_compiled_exp`` (the exponential), ``_compiled_binned``,
   ``_compiled_local`` (the local solve's twin);
 * ``_tree``: the tree path (neighbourhoods, radius bounds, COO sums);
+* ``_span``: nearest-neighbour bandwidths (LOESS's span), each query's
+  radius from its k-th nearest row; ``_window`` the window path of
+  one-dimensional spans (``_compiled_window`` its loop);
 * ``_binned``: the binned path (linear binning, convolution, interpolation),
   ``_binned_loo`` its leave-one-out, ``_binned_direct`` and
   ``_binned_offsets`` the node moments of local fits, ``_binned_local``
@@ -41,7 +44,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse import vstack as sparse_vstack
 
 from .._kernels import Kernel
-from . import _dense, _tree
+from . import _dense, _span, _tree
 from ._auto import choose_algorithm, neighbour_fraction
 from ._binned import (
     MAX_FEATURES,
@@ -183,9 +186,12 @@ def attention(Q, train: TrainSet, kernel: Kernel, *, fallback="nearest", sparse=
     m, n = Q.shape[0], train.n_samples
     if not sparse:
         _check_dense_fits(m, n, options)
+    scale = None if train.neighbours is None else _span.radii(Q, train, options=options)
 
     def dense(chunk, Qc):
         S = _dense.sq_distances(Qc, train, kernel)
+        if scale is not None:
+            _span.divide(S, scale[chunk])
         D = _dense.discrete_block(Qc, train)
         B, _, _ = _dense.log_kernel_block(S, train.log_w, kernel, fallback, D=D)
         alpha = _dense.softmax_rows(B, train.log_w)
@@ -193,7 +199,8 @@ def attention(Q, train: TrainSet, kernel: Kernel, *, fallback="nearest", sparse=
         return csr_matrix(alpha) if sparse else alpha
 
     def tree(chunk, Qc, margins):
-        nb = _tree.Neighbours(Qc, train, kernel, margins, (1.0,))
+        nb = _tree.Neighbours(Qc, train, kernel, margins, (1.0,),
+                              scale=None if scale is None else scale[chunk])  # fmt: skip
         row, col, b, _, _ = _tree.log_kernel_entries(Qc, train, kernel, *nb.at(1.0), fallback)
         b += train.log_w[col]
         r = np.full(len(Qc), -np.inf)

@@ -18,7 +18,8 @@ scalar ``exp`` (2 ulp); below ``-708`` it returns 0 (the engine redoes rows
 whose sums underflow in log space).
 
 The binned path's passes (``_compiled_binned``), the local fits' solve
-(``_compiled_local``) and the tiled kernels are re-exported here.  Each kernel
+(``_compiled_local``), the window path's sums (``_compiled_window``) and the
+tiled kernels are re-exported here.  Each kernel
 compiles on its first call, for the one signature of :func:`examples`, and is
 cached on disk (numba's ``cache=True``: ``__pycache__``, else the user's
 cache, or ``NUMBA_CACHE_DIR``).
@@ -44,6 +45,7 @@ from ._compiled_binned import (
 from ._compiled_exp import _FAST, _exp_nonpositive
 from ._compiled_local import local_example, local_fit
 from ._compiled_tiled import _COLUMNS, _TILE, _tile_columns, exp_diff_tiled, exp_dot_tiled
+from ._compiled_window import window_example, window_sums
 
 __all__ = [
     "binned_loo",
@@ -64,6 +66,7 @@ __all__ = [
     "offset_bin",
     "offset_bin_line",
     "warm_up",
+    "window_sums",
 ]
 
 
@@ -394,6 +397,7 @@ def examples() -> dict:
                    own, np.zeros(1), np.zeros(2)),
         local_fit: local_example(),
         **binned_examples(),
+        **window_example(),
     }  # fmt: skip
 
 

@@ -26,7 +26,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .._kernels import Kernel
-from . import _dense, _tree
+from . import _dense, _span, _tree, _window
 from ._chunks import Options, budget, map_chunks, n_queries
 from ._train import TrainSet
 
@@ -106,7 +106,7 @@ class _Plan:
     """What every chunk of one :func:`kernel_sums` call shares."""
 
     def __init__(self, train, kernel, V, powers, factors, grouped, loo, fallback, rows=None,
-                 exclude=None):  # fmt: skip
+                 exclude=None, options=None, Q=None):  # fmt: skip
         self.train, self.kernel, self.V = train, kernel, V
         self.powers, self.factors, self.loo, self.fallback = powers, factors, loo, fallback
         # The stored index of each query that is a training row (Q=None).
@@ -122,7 +122,10 @@ class _Plan:
         positive = train.log_w[np.isfinite(train.log_w)]
         self.lw_max = float(positive.max()) if positive.size else 0.0
         self.shape = (len(factors), len(powers), len(self.starts), V.shape[1] + 1)
-        slope = kernel.log_slope
+        # Per-query bandwidth multiples (nearest-neighbour radii, see _span), or None.
+        self.scale = None if train.neighbours is None else _span.radii(
+            Q, train, self.own(slice(None)), rows, options)  # fmt: skip
+        slope = None if self.scale is not None else kernel.log_slope
         # The folded / chained exp sums: the Gaussian on the brute path, ungrouped.
         self.slopes, self.fused = None, False
         if slope is not None and not train.trees and not grouped and V.shape[1] >= 1:
@@ -310,6 +313,8 @@ def _dense_sums(plan: _Plan, chunk: slice, Qc: np.ndarray):
         if S is None and (plan.linear or redo.size):
             S = _dense.sq_distances(Qc, train, kernel)
             D = _dense.discrete_block(Qc, train)
+            if plan.scale is not None:
+                _span.divide(S, plan.scale[chunk])
         if plan.linear:
             S_f = S / factor**2 if factor != 1.0 else S
             K = kernel.profile(S_f)
@@ -368,7 +373,8 @@ def _tree_sums(plan: _Plan, chunk: slice, Qc: np.ndarray, margins):
     """Compute the sums of one chunk on the tree path (compact kernels: linear first)."""
     train, kernel, m = plan.train, plan.kernel, len(Qc)
     own = plan.own(chunk)
-    nb = _tree.Neighbours(Qc, train, kernel, margins, plan.factors, own)
+    scale = None if plan.scale is None else plan.scale[chunk]
+    nb = _tree.Neighbours(Qc, train, kernel, margins, plan.factors, own, scale)
     out = plan.empty(m)
     for f, factor in enumerate(plan.factors):
         row, col, s = nb.at(factor)
@@ -415,7 +421,8 @@ def run_chunks(Q, train: TrainSet, kernel: Kernel, options: Options, *, dense, t
     source = (train.X if rows is None else train.X[rows]) if Q is None else Q[:, : train.d]
     probe = source[:: max(1, len(source) // _tree.PROBE_QUERIES)][: _tree.PROBE_QUERIES]
     probe = probe if Q is None else probe - train.center
-    chunk = _tree.tree_chunk_rows(probe, train, kernel, margins, mib, factor)
+    chunk = (_span.tree_chunk_rows(train, kernel, mib) if train.neighbours is not None  # ~k each
+             else _tree.tree_chunk_rows(probe, train, kernel, margins, mib, factor))  # fmt: skip
     return map_chunks(lambda c, Qc: tree(c, Qc, margins), Q, train, chunk, workers, out, rows)
 
 
@@ -481,21 +488,31 @@ def kernel_sums(
     stored = None
     if Q is None and rows is not None:
         stored = train.inverse_rows(rows)
-    plan = _Plan(train, kernel, V, tuple(powers), factors, grouped, loo, fallback, stored, exclude)
-    m = len(plan.rows) if Q is None else len(Q)
-    shift, log_scale, scaled = plan.empty(m)
+    plan = _Plan(train, kernel, V, tuple(powers), factors, grouped, loo, fallback, stored, exclude,
+                 options, Q)  # fmt: skip
+    window = _window.applies(plan, Q) and _window.window_sums(plan, Q, stored, options)
+    shift, log_scale, scaled = window or _general_sums(plan, Q, stored, options)
+    if plan.scale is not None:  # "ds" in units of each query's own bandwidth
+        _span.per_own_bandwidth(scaled, plan.powers, plan.scale)
+    if Q is None and rows is None:
+        shift, log_scale, scaled = (train.to_caller(a) for a in (shift, log_scale, scaled))
+    return KernelSums(shift, log_scale, scaled, np.append(scale, 1.0), plan.powers)
+
+
+def _general_sums(plan: _Plan, Q, stored, options: Options):
+    """``(shift, log_scale, scaled)`` from the brute-force or the tree path, chunk by chunk."""
+    train, kernel = plan.train, plan.kernel
+    shift, log_scale, scaled = plan.empty(len(plan.rows) if Q is None else len(Q))
     parts = run_chunks(
         Q, train, kernel, options,
         dense=lambda c, Qc: _dense_sums(plan, c, Qc),
         tree=lambda c, Qc, margins: _tree_sums(plan, c, Qc, margins),
-        factor=max(factors), rows=stored, fused=plan.fused,
+        factor=max(plan.factors), rows=stored, fused=plan.fused,
     )  # fmt: skip
     for chunk_result, start in zip(parts, _starts(parts), strict=True):
         stop = start + len(chunk_result[0])
         shift[start:stop], log_scale[start:stop], scaled[start:stop] = chunk_result
-    if Q is None and rows is None:
-        shift, log_scale, scaled = (train.to_caller(a) for a in (shift, log_scale, scaled))
-    return KernelSums(shift, log_scale, scaled, np.append(scale, 1.0), plan.powers)
+    return shift, log_scale, scaled
 
 
 def _starts(parts) -> list[int]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 from sklearn.neighbors import BallTree, KDTree
 
+from . import _span
+
 __all__ = ["TrainSet", "prepare_train"]
 
 TREES = {"kd_tree": KDTree, "ball_tree": BallTree}
@@ -72,7 +74,14 @@ class TrainSet:
         One-hot category codes (stored order); None without categorical features.
     trees : list of GroupTree
         One per group with a row of positive weight; empty for brute force.
+    neighbours : tuple of (int, float) or None
+        ``(k, enlarge)``: each query's bandwidth multiple is its distance to
+        its ``k``-th nearest row, times ``enlarge`` (see ``_span``); None:
+        the bandwidth is fixed (:meth:`with_neighbours` sets it).
     """
+
+    neighbours: tuple[int, float] | None = None
+    neighbour_index = None
 
     def __init__(
         self,
@@ -183,6 +192,22 @@ class TrainSet:
     def to_caller(self, A: np.ndarray, axis: int = 0) -> np.ndarray:
         """Entries of ``A`` along ``axis`` (stored order) in caller order."""
         return A if self.inverse is None else np.take(A, self.inverse, axis=axis)
+
+    def with_neighbours(self, k: int | None, enlarge: float = 1.0, counted=None) -> TrainSet:
+        """Return this set with nearest-neighbour radii of ``k`` rows (None: a fixed bandwidth).
+
+        ``counted`` (caller order, boolean): the rows that count towards the
+        ``k`` nearest; default those of positive weight.  (Robustness weights
+        of 0 leave a row in the count, as LOESS counts it.)
+        """
+        new = TrainSet.__new__(TrainSet)
+        new.__dict__.update(self.__dict__)
+        new.neighbours = None if k is None else (int(k), float(enlarge))
+        new.neighbour_index = None
+        if k is not None:
+            mask = np.isfinite(self.log_w) if counted is None else self.to_stored(counted)
+            new.neighbour_index = _span.NeighbourIndex(self.X, np.asarray(mask, bool), k, enlarge)
+        return new
 
     def rescaled(self, factors: np.ndarray) -> TrainSet:
         """Return a brute-force set in the same stored order, inputs divided by ``factors``.

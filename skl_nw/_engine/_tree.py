@@ -15,12 +15,13 @@ import numpy as np
 from scipy.special import logsumexp
 
 from .._kernels import Kernel
+from . import _span
 
 # Bytes per neighbour on the tree path: index, row id, squared distance, log
 # weight, weight (8 each) and the COO sums' temporaries, plus the two gathered
 # rows of d features (query and training point) of the distance computation.
-_BYTES_PER_NEIGHBOUR = 64
-_BYTES_PER_NEIGHBOUR_FEATURE = 16
+BYTES_PER_NEIGHBOUR = 64
+BYTES_PER_NEIGHBOUR_FEATURE = 16
 # Queries whose neighbour counts size the tree path's chunks.
 PROBE_QUERIES = 256
 _MAX_TREE_CHUNK = 4096
@@ -89,7 +90,7 @@ class Neighbours:
     entries inside a narrower factor's own radius and rescales ``s``.
     """
 
-    def __init__(self, Q, train, kernel, tree_margins, factors, exclude=None):
+    def __init__(self, Q, train, kernel, tree_margins, factors, exclude=None, scale=None):
         Q, A = train.split(Q)
         if A is not None and not kernel.compact:
             # Discrete kernels <= 1 scale the excluded mass by at most their largest
@@ -100,10 +101,12 @@ class Neighbours:
         widest = float(np.max(factors))
         need_nn = not kernel.compact
         self.d_nn = [t.nearest(Q, exclude) if need_nn else None for t in train.trees]
+        if scale is not None and need_nn:  # per-query radii (``_span``): their units
+            self.d_nn = [_span.scaled_nearest(d, scale) for d in self.d_nn]
         parts = []
         for t, (tree, margin) in enumerate(zip(train.trees, tree_margins, strict=True)):
             r = radius(self.d_nn[t] if need_nn else np.zeros(len(Q)), kernel, margin, widest)
-            parts.append(tree.within(Q, r))
+            parts.append(tree.within(Q, r if scale is None else r * scale))
         row, col = _concat(parts) if parts else (np.empty(0, np.intp),) * 2
         # The tree of each entry, for the narrower factors' radii only (built on need).
         self._counts = [len(p[0]) for p in parts]
@@ -113,6 +116,8 @@ class Neighbours:
             row, col = row[self._keep], col[self._keep]
         self.row, self.col, self.widest = row, col, widest
         self.s = pair_sq_distances(Q, train.X, row, col)
+        if scale is not None:
+            _span.divide(self.s, scale[row])
 
     def at(self, factor: float):
         """``(row, col, s / factor^2)`` of the entries inside the radius at ``factor``."""
@@ -241,6 +246,6 @@ def tree_chunk_rows(probe, train, kernel, tree_margins, budget_mib, factor=1.0) 
         r = radius(np.zeros(len(probe)) if d_nn is None else d_nn, kernel, margin, factor)
         count += tree.tree.query_radius(probe, r, count_only=True).sum()
     mean_count = max(count / max(len(probe), 1), 1.0)
-    per_neighbour = _BYTES_PER_NEIGHBOUR + _BYTES_PER_NEIGHBOUR_FEATURE * train.X.shape[1]
+    per_neighbour = BYTES_PER_NEIGHBOUR + BYTES_PER_NEIGHBOUR_FEATURE * train.X.shape[1]
     entries = budget_mib * 2**20 / per_neighbour / 2
     return int(np.clip(entries / mean_count, 1, _MAX_TREE_CHUNK))

@@ -16,7 +16,7 @@ from sklearn.utils.metadata_routing import (
 
 from .._base import check_weights
 from .._inference import CRITERIA
-from . import _mixed
+from . import _mixed, _span
 from ._auto import centred_candidates, resolve_method
 from ._candidates import _Candidates
 from ._delegation import _Delegation
@@ -99,6 +99,19 @@ class BandwidthSearchCV(
         vector of the grid is scored from one pass (the sums per cell of
         categories do not depend on lambda), by leave-one-out or by an
         in-sample ``criterion`` alike.
+    spans : array-like of float, default=None
+        Candidate spans, used when the estimator has a ``span`` set: the
+        search then selects the span (the bandwidth stays the estimator's: it
+        is the metric's shape, and a common multiple of it changes no
+        nearest-neighbour fit).  None: ``2^(k/4)`` from 1/32 to 1, those
+        leaving each local fit more rows than its coefficients (and at least
+        5).  Each candidate is one fit; ``cv="loo"`` scores its closed-form
+        leave-one-out (row ``i`` left out: its ``k``-th neighbour is taken among
+        the other rows) or its ``criterion`` ("aicc", "gcv": the trace of its
+        smoother, at its final robustness weights); any other ``cv`` is
+        GridSearchCV's over ``span``.  ``span_`` and ``best_params_["span"]``
+        hold the choice.  Needs ``method="grid"`` or "auto" and the estimator
+        itself (not a pipeline).
     cv : "loo", int, cross-validation generator or iterable, default="loo"
         "loo" scores the closed-form leave-one-out predictions; anything else
         is passed to GridSearchCV (``None`` is its 5-fold default).  Only
@@ -190,6 +203,8 @@ class BandwidthSearchCV(
         scores (NaN for a given ``scoring``, an in-sample ``criterion`` and
         the mixed-data grid, which keep no per-row terms), and the times
         each candidate's share of the predictions computed for all of them.
+    span_ : float or None
+        The selected span (None when the estimator has no span).
     method_ : str
         The method run: ``method``, or what "auto" chose ("grid", "lbfgs").
     loss_curve_ : list of float
@@ -273,6 +288,7 @@ class BandwidthSearchCV(
         "estimator": [HasMethods(["fit", "predict"])],
         "method": [StrOptions({"auto", "grid", "sgd", "lbfgs"})],
         "bandwidths": ["array-like", None],
+        "spans": ["array-like", None],
         "cv": ["cv_object", StrOptions({"loo"})],
         "scoring": [StrOptions(set(get_scorer_names())), callable, None],
         "criterion": [StrOptions(set(CRITERIA))],
@@ -297,6 +313,7 @@ class BandwidthSearchCV(
         *,
         method: str = "auto",
         bandwidths: ArrayLike | None = None,
+        spans: ArrayLike | None = None,
         cv="loo",
         scoring=None,
         criterion: str = "loo",
@@ -313,6 +330,7 @@ class BandwidthSearchCV(
         self.estimator = estimator
         self.method = method
         self.bandwidths = bandwidths
+        self.spans = spans
         self.cv = cv
         self.scoring = scoring
         self.criterion = criterion
@@ -363,7 +381,11 @@ class BandwidthSearchCV(
         closed_form = loo_cv or self.method not in ("grid", "auto")
         routed = self._route(sample_weight)
         self._scorer = self._get_scorer()
-        if step is not self.estimator:
+        self.span_ = None
+        if _span.selects_span(step):  # LOESS: the span, one fit per candidate
+            X, y = self._validate(X, y)
+            _span.fit_span(self, X, y, routed, loo_cv)
+        elif step is not self.estimator:
             self._fit_pipeline(X, y, routed, closed_form)
         elif closed_form:
             X, y = self._validate(X, y)

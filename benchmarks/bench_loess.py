@@ -1,0 +1,151 @@
+"""LOESS benchmarks: LOWESS against statsmodels (and fastlowess), span selection, 2-D LOESS.
+
+Run ``python -m benchmarks loess`` (minutes: statsmodels' ``lowess`` at n = 1e5
+takes a minute or more) or ``--quick`` (small sizes, seconds).  Prints markdown
+tables; ``docs/benchmarks.md`` holds the published ones.
+
+1. d = 1, frac = 0.1, it = 3 at the training rows: statsmodels
+   ``lowess(delta=0)`` against ``LocalPolynomialRegressor(kernel="tricube",
+   span=0.1, robust_iterations=3)``; ``fastlowess`` (the bench extra) at
+   ``delta=0`` and at its defaults, each with its largest difference from
+   statsmodels in units of the range of y.
+2. Span selection at n = 1e4, d = 1 (the default grid, criterion "loo" and "aicc").
+3. d = 2, n = 2e4, span = 0.1, degree 2 at the training rows: this package and
+   ``fastloess`` (``surface_mode="direct"``); R's ``loess(surface="direct")``
+   when ``Rscript`` is on the path, else a row that says it was not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import time
+import warnings
+
+import numpy as np
+
+from skl_nw import BandwidthSearchCV, LocalPolynomialRegressor
+
+from ._common import describe, environment, spread, table, timings
+
+
+def make_series(n: int, seed: int):
+    """``sin x + x / 5`` on U(0, 10) with N(0, 0.3^2) noise and 2% outliers (+3 to +5)."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(0, 10, n)
+    y = np.sin(x) + x / 5 + rng.normal(0, 0.3, n)
+    bad = rng.choice(n, n // 50, replace=False)
+    y[bad] += rng.uniform(3, 5, len(bad))
+    return x, y
+
+
+def _ours(x, y, frac, it, n_jobs):
+    reg = LocalPolynomialRegressor(1.0, kernel="tricube", degree=1, span=frac,
+                                   robust_iterations=it, n_jobs=n_jobs)  # fmt: skip
+    return reg.fit(x[:, None], y).predict(x[:, None])
+
+
+def _fastlowess(x, y, frac, it, delta):
+    import fastlowess
+
+    order = np.argsort(x)
+    fit = fastlowess.Lowess(fraction=frac, iterations=it, delta=delta).fit(x[order], y[order])
+    out = np.empty(len(x))
+    out[order] = np.asarray(fit.y)
+    return out
+
+
+def bench_lowess(n: int, repeat: int) -> str:
+    from statsmodels.nonparametric.smoothers_lowess import lowess
+
+    x, y = make_series(n, 0)
+    frac, it = 0.1, 3
+    theirs, t_sm = timings(lambda: lowess(y, x, frac=frac, it=it, delta=0.0,
+                                          return_sorted=False), 1)  # fmt: skip
+    span = np.ptp(y)
+    rows = [["statsmodels lowess(delta=0)", spread(t_sm), "1.0×", "0"]]
+    for n_jobs in (None, -1):
+        _ours(x[:200], y[:200], frac, it, n_jobs)  # compile
+        fit, t = timings(lambda n_jobs=n_jobs: _ours(x, y, frac, it, n_jobs), repeat)
+        label = "skl_nw LocalPolynomialRegressor(tricube, span, robust_iterations)"
+        rows.append([label + ("" if n_jobs is None else f", n_jobs={n_jobs}"), spread(t),
+                     f"{np.median(t_sm) / np.median(t):.1f}×",
+                     f"{np.abs(fit - theirs).max() / span:.1e}"])  # fmt: skip
+    try:
+        for delta, label in ((0.0, "delta=0"), (None, "defaults")):
+            fit, t = timings(lambda delta=delta: _fastlowess(x, y, frac, it, delta), repeat)
+            rows.append([f"fastlowess ({label})", spread(t),
+                         f"{np.median(t_sm) / np.median(t):.1f}×",
+                         f"{np.abs(fit - theirs).max() / span:.1e}"])  # fmt: skip
+    except ImportError:
+        rows.append(["fastlowess", "not installed", "", ""])
+    return table(["method", "time (s)", "speed-up", "max |Δ| / range(y)"], rows)
+
+
+def bench_selection(n: int, repeat: int) -> str:
+    x, y = make_series(n, 1)
+    rows = []
+    for criterion in ("loo", "aicc"):
+        est = LocalPolynomialRegressor(1.0, kernel="tricube", span=0.5)
+
+        def search(criterion=criterion, est=est):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return BandwidthSearchCV(est, criterion=criterion).fit(x[:, None], y)
+
+        fitted, t = timings(search, repeat)
+        rows.append([criterion, fitted.n_iter_, spread(t), f"{fitted.span_:.3f}"])
+    return table(["criterion", "candidates", "time (s)", "span"], rows)
+
+
+def bench_two_features(n: int, repeat: int) -> str:
+    rng = np.random.default_rng(2)
+    X = rng.uniform(0, 1, (n, 2))
+    y = np.sin(4 * X[:, 0]) * np.cos(3 * X[:, 1]) + rng.normal(0, 0.2, n)
+    reg = LocalPolynomialRegressor(1.0, kernel="tricube", degree=2, span=0.1, n_jobs=-1)
+    ours, t = timings(lambda: reg.fit(X, y).predict(X), repeat)
+    rows = [["skl_nw LocalPolynomialRegressor(degree=2, span=0.1)", spread(t), ""]]
+    try:
+        import fastloess
+
+        model = fastloess.Loess(fraction=0.1, iterations=0, degree="quadratic", dimensions=2,
+                                surface_mode="direct", distance_metric="euclidean")  # fmt: skip
+        fit, t = timings(lambda: np.asarray(model.fit(X.ravel(), y).y), repeat)  # row-major pairs
+        rows.append(["fastloess (surface_mode='direct')", spread(t),
+                     f"{np.abs(fit - ours).max() / np.ptp(y):.1e}"])  # fmt: skip
+    except ImportError:
+        rows.append(["fastloess", "not installed", ""])
+    except Exception as error:  # an API change of the optional package: say so
+        rows.append(["fastloess", f"failed: {error!r}"[:60], ""])
+    r_row = "not run: Rscript is not installed" if shutil.which("Rscript") is None else (
+        "not run: the R comparison is not scripted here")  # fmt: skip
+    rows.append(["R loess(surface='direct')", r_row, ""])
+    return table(["method", "time (s)", "max |Δ| / range(y) vs ours"], rows)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks loess", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--quick", action="store_true", help="small sizes, one repetition")
+    parser.add_argument("--repeat", type=int, default=3, help="timing repetitions (median)")
+    args = parser.parse_args(argv)
+    repeat = 1 if args.quick else args.repeat
+    print(describe(environment(("statsmodels", "fastlowess", "fastloess"))) + "\n", flush=True)
+    start = time.perf_counter()
+    n1, n2, n3 = (2_000, 1_000, 2_000) if args.quick else (100_000, 10_000, 20_000)
+    sections = [
+        (f"LOWESS at the training rows (n = {n1:,}, frac = 0.1, it = 3)",
+         lambda: bench_lowess(n1, repeat)),
+        (f"Span selection, default grid (n = {n2:,}, d = 1)",
+         lambda: bench_selection(n2, repeat)),
+        (f"LOESS in two dimensions (n = {n3:,}, span = 0.1, degree 2)",
+         lambda: bench_two_features(n3, repeat)),
+    ]  # fmt: skip
+    for title, body in sections:
+        print(f"\n### {title}\n\n{body()}", flush=True)
+    print(f"\nTotal {time.perf_counter() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""Span selection (LOESS): the search's route when the estimator has a ``span``.
+
+With a nearest-neighbour span, a common multiple of the bandwidth changes
+nothing (each radius scales with it): the span is what the search selects,
+the bandwidth (the metric's shape) stays the estimator's.  Each candidate is
+one fit, then its closed-form leave-one-out predictions (row ``i`` left out:
+its ``k``-th neighbour is taken among the other rows) or its in-sample fits
+and the trace of its smoother for ``criterion="aicc"`` / ``"gcv"`` (as R's
+fANCOVA ``loess.as`` selects a span).  With robustness iterations, each
+candidate is scored at its final robustness weights (its fitted smoother).
+Any ``cv`` but "loo" is GridSearchCV's over ``span``.  Rows are never merged
+here (merged duplicates would count as one row towards the span).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+from sklearn.base import clone
+from sklearn.model_selection import GridSearchCV
+
+from .._base import check_weights
+from ._results import grid_results, rename_results
+
+__all__ = ["DEFAULT_SPANS", "candidate_spans", "fit_span", "selects_span"]
+
+#: The default spans: 2^(k/4) from 1/32 to 1 (21 candidates), those that give each
+#: local fit more rows than its coefficients (and at least 5) kept.
+DEFAULT_SPANS = 2.0 ** (np.arange(-20, 1) / 4)
+
+
+def selects_span(step) -> bool:
+    """Whether the search selects ``span``: its (last) estimator has one set."""
+    return getattr(step, "span", None) is not None
+
+
+def candidate_spans(search, n: int, d: int) -> np.ndarray:
+    """Return the given ``spans``, or the default ones that leave each fit enough rows."""
+    if search.spans is not None:
+        spans = np.asarray(search.spans, dtype=float).ravel()
+        if spans.size == 0 or not np.all(np.isfinite(spans) & (spans > 0)):
+            raise ValueError(f"spans must be positive finite numbers; got {search.spans!r}.")
+        return spans
+    degree = getattr(search.estimator, "degree", 0)
+    need = max(5, (degree + 1) * (d + 1))  # more rows than a local polynomial's coefficients
+    spans = DEFAULT_SPANS[np.floor(DEFAULT_SPANS * n) >= need]
+    return spans if spans.size else DEFAULT_SPANS[-1:]
+
+
+def fit_span(search, X, y, routed, loo_cv: bool) -> None:
+    """Select the span (closed form, or GridSearchCV for another ``cv``); refit the best."""
+    if hasattr(search.estimator, "steps"):
+        raise ValueError(
+            "Span selection takes the estimator itself, not a pipeline: put the preceding "
+            "steps outside, make_pipeline(scaler, BandwidthSearchCV(estimator))."
+        )
+    if search.method not in ("grid", "auto"):
+        raise ValueError(
+            f"method={search.method!r} learns bandwidths by gradients; a span is selected "
+            "from a grid: use method='grid' or 'auto' (or span=None to learn bandwidths)."
+        )
+    spans = candidate_spans(search, len(X), X.shape[1])
+    search.method_ = "grid"
+    if not loo_cv:
+        grid = GridSearchCV(search.estimator, {"span": list(spans)}, scoring=search._scorer,
+                            cv=search.cv, n_jobs=search.n_jobs, verbose=search.verbose)  # fmt: skip
+        grid.fit(X, y, **routed.search)
+        for name in ("cv_results_", "best_estimator_", "best_score_", "best_params_",
+                     "best_index_"):  # fmt: skip
+            setattr(search, name, getattr(grid, name))
+        search.n_iter_, search.span_ = len(spans), search.best_params_["span"]
+        return
+    w = check_weights(routed.nw, X)
+    yu = search._scaled_targets(np.asarray(y), w)
+    search._criterion_terms = []
+    scores, stds, times = _score_spans(search, X, yu, w, routed.nw, spans)
+    if not np.isfinite(scores).any():
+        raise ValueError(search._unscorable())
+    best = int(np.argmax(scores))
+    scores, stds = search._in_y_units(scores), search._in_y_units(stds)
+    results = grid_results(list(spans), scores, stds, times[:, 0], times[:, 1])
+    search.cv_results_ = rename_results(results, "span")
+    search.best_index_, search.best_score_ = best, float(scores[best])
+    search.best_params_ = {"span": float(spans[best])}
+    search.n_iter_, search.span_ = len(spans), float(spans[best])
+    if best == 0 and len(spans) > 1:
+        warnings.warn(
+            f"The selected span {spans[0]:g} is the smallest candidate: the score may still "
+            "improve below it. Pass smaller spans (spans=[...]).",
+            UserWarning,
+            stacklevel=4,
+        )
+    search.best_estimator_ = clone(search.estimator).set_params(span=float(spans[best]))
+    search.best_estimator_.fit(X, y, **routed.fit)
+
+
+def _score_spans(search, X, yu, w, w_fit, spans):
+    """Scores, per-row spreads and (fit, score) seconds of each candidate span."""
+    scores, stds = np.empty(len(spans)), np.full(len(spans), np.nan)
+    times = np.zeros((len(spans), 2))
+    for t, span in enumerate(spans):
+        start = time.perf_counter()
+        fitted = clone(search.estimator).set_params(span=float(span))
+        fitted.fit(X, yu, sample_weight=w_fit)
+        loo = fitted._leave_one_out()
+        if search.criterion != "loo":
+            fits, hat = loo.fits((1.0,), n_jobs=search.n_jobs)
+            middle = time.perf_counter()
+            scores[t] = search._criterion_scores(fits, hat, yu, w)[0]
+        else:
+            P = loo.predictions((1.0,), n_jobs=search.n_jobs)[0]
+            middle = time.perf_counter()
+            scores[t] = search._score(fitted, P, yu, w)
+            stds[t] = search._row_std(fitted, P, yu, w)
+        times[t] = middle - start, time.perf_counter() - middle
+    return scores, stds, times

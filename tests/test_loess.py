@@ -1,0 +1,410 @@
+"""LOESS: nearest-neighbour spans, robustness iterations, span selection.
+
+References: statsmodels' ``lowess`` (the fitted values at the training rows),
+dense formulas written here (each query's radius from a full sort of its
+distances, weights ``w_i K(d_i / r_q)``, one ``lstsq`` per query), explicit
+refits for the leave-one-out, the backends against each other, and the
+``fastloess`` package (two features, degree 2) where it is installed.  R's
+``loess`` is not compared here: R was not available where these were written.
+"""
+
+import pickle
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils._param_validation import InvalidParameterError
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from conftest import PROFILES
+from skl_nw import (
+    BandwidthSearchCV,
+    LocalPolynomialRegressor,
+    NadarayaWatsonRegressor,
+    ParzenClassifier,
+)
+
+TREES = ["brute", "kd_tree", "ball_tree"]
+
+
+def radii(X, Q, h, k, enlarge=1.0, exclude=None):
+    """Distance from each query to its k-th nearest row (full sort), times ``enlarge``."""
+    D = np.sqrt((((Q[:, None, :] - X[None, :, :]) / h) ** 2).sum(-1))
+    if exclude is not None:
+        D[np.arange(len(Q)), exclude] = np.inf
+    return np.sort(D, axis=1)[:, k - 1] * enlarge, D
+
+
+def dense_local(X, y, Q, h, k, kernel="tricube", degree=1, w=None, enlarge=1.0, exclude=None):
+    """Local polynomial fits (degree 0 or 1) with per-query radii: values and slopes."""
+    r, D = radii(X, Q, h, k, enlarge, exclude)
+    W = PROFILES[kernel](D / r[:, None]) * (np.ones(len(X)) if w is None else w)
+    if exclude is not None:
+        W[np.arange(len(Q)), exclude] = 0.0
+    fits, slopes = [], []
+    for q, wq in zip(Q, W, strict=True):
+        Phi = np.ones((len(X), 1)) if degree == 0 else np.column_stack([np.ones(len(X)), X - q])
+        root = np.sqrt(wq)[:, None]
+        coef = np.linalg.lstsq(Phi * root, y * root[:, 0], rcond=None)[0]
+        fits.append(coef[0])
+        slopes.append(coef[1:])
+    return np.array(fits), np.array(slopes)
+
+
+def _series(rng, n=120, outliers=True):
+    x = np.sort(rng.uniform(0, 10, n))
+    y = np.sin(x) + 0.3 * rng.normal(size=n)
+    if outliers:
+        y[::11] += 4.0
+    return x, y
+
+
+# ------------------------------------------------------------------ statsmodels
+@pytest.mark.parametrize("algorithm", TREES)
+@pytest.mark.parametrize("frac, it", [(0.2, 0), (0.3, 3), (0.5, 1), (2 / 3, 3)])
+def test_statsmodels_lowess_at_the_training_rows(rng, algorithm, frac, it):
+    smoothers = pytest.importorskip("statsmodels.nonparametric.smoothers_lowess")
+    x, y = _series(rng)
+    perm = rng.permutation(len(x))  # any row order: the fit does not sort
+    x, y = x[perm], y[perm]
+    want = smoothers.lowess(y, x, frac=frac, it=it, delta=0.0, return_sorted=False)
+    reg = LocalPolynomialRegressor(1.0, kernel="tricube", degree=1, span=frac,
+                                   robust_iterations=it, algorithm=algorithm)  # fmt: skip
+    got = reg.fit(x[:, None], y).predict(x[:, None])
+    assert np.abs(got - want).max() <= 1e-7 * np.ptp(y)
+    assert reg.n_neighbors_ == int(frac * len(x) + 1e-10)
+
+
+def test_robust_weights_are_the_bisquare_of_the_previous_fit(rng):
+    smoothers = pytest.importorskip("statsmodels.nonparametric.smoothers_lowess")
+    x, y = _series(rng)
+    previous = smoothers.lowess(y, x, frac=0.3, it=1, delta=0.0, return_sorted=False)
+    e = y - previous
+    u = e / (6 * np.median(np.abs(e)))
+    want = np.where(np.abs(u) < 1, (1 - u**2) ** 2, 0.0)
+    reg = LocalPolynomialRegressor(1.0, kernel="tricube", span=0.3, robust_iterations=2)
+    assert_allclose(reg.fit(x[:, None], y).robust_weights_, want, atol=1e-9)
+    assert (reg.robust_weights_[::11] < 0.5).all()  # the outliers are down-weighted
+    plain = LocalPolynomialRegressor(1.0, kernel="tricube", span=0.3).fit(x[:, None], y)
+    assert_allclose(plain.robust_weights_, 1.0)
+
+
+def test_zero_median_residual_stops_the_iterations(rng):
+    # Constant targets but one: every neighbourhood without the outlier fits exactly, s = 0
+    # after the first fit, and the iterations stop with the weights of that fit (all ones).
+    x = rng.uniform(size=(30, 1))
+    y = np.ones(30)
+    y[5] = 10.0
+    reg = NadarayaWatsonRegressor(1.0, kernel="tricube", span=0.2, robust_iterations=3)
+    plain = NadarayaWatsonRegressor(1.0, kernel="tricube", span=0.2).fit(x, y)
+    assert np.median(np.abs(plain.predict(x) - y)) == 0.0
+    assert_allclose(reg.fit(x, y).robust_weights_, 1.0)
+    assert_allclose(reg.predict(x), plain.predict(x))
+
+
+# ------------------------------------------------------------------ dense oracle
+@pytest.mark.parametrize("kernel", ["tricube", "epanechnikov", "gaussian", "triweight"])
+@pytest.mark.parametrize("algorithm", TREES)
+def test_two_features_against_the_dense_formula(rng, kernel, algorithm):
+    X = rng.normal(size=(80, 2))
+    y = X[:, 0] ** 2 + X[:, 1] + 0.1 * rng.normal(size=80)
+    Q = rng.normal(size=(15, 2))
+    h = np.array([0.5, 2.0])  # the metric's shape
+    w = rng.uniform(0.5, 2.0, 80)
+    for degree, cls in [(0, NadarayaWatsonRegressor), (1, LocalPolynomialRegressor)]:
+        params = {"kernel": kernel, "span": 0.3, "algorithm": algorithm}
+        if degree:
+            params["degree"] = 1
+        reg = cls(h, **params).fit(X, y, sample_weight=w)
+        fit, slope = dense_local(X, y, Q, h, 24, kernel, degree, w)
+        assert_allclose(reg.predict(Q), fit, rtol=1e-9, atol=1e-9)
+        if degree:
+            assert_allclose(reg.predict_gradient(Q), slope, rtol=1e-7, atol=1e-8)
+
+
+def test_span_above_one_enlarges_the_farthest_distance(rng):
+    X = rng.uniform(size=(40, 2))
+    y = np.sin(4 * X[:, 0]) + X[:, 1]
+    Q = rng.uniform(size=(10, 2))
+    reg = LocalPolynomialRegressor(1.0, kernel="tricube", span=2.25).fit(X, y)
+    assert reg.n_neighbors_ == 40
+    fit, _ = dense_local(X, y, Q, 1.0, 40, "tricube", 1, enlarge=1.5)
+    assert_allclose(reg.predict(Q), fit, rtol=1e-9, atol=1e-12)
+
+
+def test_attention_rows_are_the_normalised_dense_weights(rng):
+    X = rng.normal(size=(50, 2))
+    Q = rng.normal(size=(6, 2))
+    reg = NadarayaWatsonRegressor(1.0, kernel="tricube", span=0.2).fit(X, X[:, 0])
+    r, D = radii(X, Q, 1.0, 10)
+    W = PROFILES["tricube"](D / r[:, None])
+    assert_allclose(reg.attention_weights(Q), W / W.sum(1, keepdims=True), atol=1e-12)
+    # A query on top of k or more rows (r = 0) keeps only those rows.
+    X1 = np.repeat([[0.0], [1.0], [3.0]], [5, 1, 1], axis=0)
+    at = NadarayaWatsonRegressor(1.0, span=0.5).fit(X1, np.arange(7.0))
+    assert_allclose(at.predict([[0.0]]), [2.0])
+
+
+def test_parzen_probabilities_against_the_dense_formula(rng):
+    X = rng.normal(size=(60, 2))
+    y = np.where(X[:, 0] + 0.5 * rng.normal(size=60) > 0, "b", "a")
+    Q = rng.normal(size=(12, 2))
+    for algorithm in TREES:
+        clf = ParzenClassifier(1.0, kernel="biweight", span=0.25, algorithm=algorithm).fit(X, y)
+        r, D = radii(X, Q, 1.0, 15)
+        W = PROFILES["biweight"](D / r[:, None])
+        want = np.column_stack([W[:, y == c].sum(1) for c in ("a", "b")]) / W.sum(1)[:, None]
+        assert_allclose(clf.predict_proba(Q), want, atol=1e-12)
+        assert clf.n_neighbors_ == 15
+
+
+# ------------------------------------------------------------------ backends, LOO
+def test_trees_equal_brute_force_everywhere(rng):
+    X = rng.normal(size=(90, 2))
+    y = np.cos(X[:, 0]) + 0.2 * rng.normal(size=90)
+    Q = rng.normal(size=(20, 2))
+    fits = {}
+    for algorithm in TREES:
+        reg = LocalPolynomialRegressor(kernel="tricube", span=0.4, robust_iterations=2,
+                                       algorithm=algorithm).fit(X, y)  # fmt: skip
+        pred, std = reg.predict(Q, return_std=True)
+        loo = reg._leave_one_out().predictions((1.0,))
+        fits[algorithm] = (pred, std, reg.predict_gradient(Q), reg.predict_interval(Q),
+                           reg.robust_weights_, loo)  # fmt: skip
+    for algorithm in TREES[1:]:
+        for a, b in zip(fits["brute"], fits[algorithm], strict=True):
+            assert np.all(np.isfinite(a))
+            assert_allclose(a, b, rtol=1e-9, atol=1e-10)
+
+
+@pytest.mark.parametrize(
+    "cls, degree", [(NadarayaWatsonRegressor, 0), (LocalPolynomialRegressor, 1)]
+)
+def test_closed_form_leave_one_out_equals_refits(rng, cls, degree):
+    X = rng.normal(size=(40, 2))
+    y = X[:, 0] - X[:, 1] ** 2 + 0.1 * rng.normal(size=40)
+    w = rng.uniform(0.5, 2.0, 40)
+    params = {"kernel": "tricube", "span": 0.3}
+    reg = cls(1.0, **params).fit(X, y, sample_weight=w)
+    loo = np.asarray(reg._leave_one_out().predictions((1.0,)))[0, :, 0]
+    keep = lambda i: np.arange(40) != i  # noqa: E731
+    refits = [cls(1.0, **params).fit(X[keep(i)], y[keep(i)], sample_weight=w[keep(i)])
+              .predict(X[i : i + 1])[0] for i in range(40)]  # fmt: skip
+    # The refit on 39 rows counts floor(0.3 * 39) = 11 rows, the closed form floor(0.3 * 40)
+    # = 12 among the 39 others: the dense formula is the reference for the latter.
+    want = dense_local(X, y, X, 1.0, 12, "tricube", degree, w, exclude=np.arange(40))[0]
+    assert_allclose(loo, want, rtol=1e-8, atol=1e-10)
+    same = cls(1.0, kernel="tricube", span=11.5 / 40).fit(X, y, sample_weight=w)
+    assert same.n_neighbors_ == 11
+    loo11 = np.asarray(same._leave_one_out().predictions((1.0,)))[0, :, 0]
+    assert_allclose(loo11, refits, rtol=1e-8, atol=1e-10)
+
+
+def test_weights_multiply_the_kernel_and_rows_are_counted(rng):
+    X = rng.uniform(size=(60, 1))
+    y = np.sin(6 * X[:, 0]) + 0.1 * rng.normal(size=60)
+    Q = rng.uniform(size=(10, 1))
+    # A zero weight drops the row, from the fit and from the count.
+    w = rng.integers(0, 3, 60).astype(float)
+    w[0] = 1.0
+    params = {"kernel": "tricube", "span": 0.3}
+    full = LocalPolynomialRegressor(1.0, **params).fit(X, y, sample_weight=w)
+    kept = LocalPolynomialRegressor(1.0, **params).fit(X[w > 0], y[w > 0], sample_weight=w[w > 0])
+    assert_allclose(full.predict(Q), kept.predict(Q), rtol=1e-12)
+    # Every row repeated c times: c k neighbours among them, the same radii and fits.
+    rep = LocalPolynomialRegressor(1.0, **params).fit(np.repeat(X, 3, 0), np.repeat(y, 3))
+    once = LocalPolynomialRegressor(1.0, **params).fit(X, y, sample_weight=np.full(60, 3.0))
+    assert_allclose(rep.predict(Q), once.predict(Q), rtol=1e-10)
+    # Unequal integer weights are not repeated rows: the count is of rows (as LOESS).
+    k = int(0.3 * (w > 0).sum())
+    want = dense_local(X[w > 0], y[w > 0], Q, 1.0, k, "tricube", 1, w[w > 0])[0]
+    assert_allclose(full.predict(Q), want, rtol=1e-9)
+
+
+def test_categorical_feature_and_persistence(rng):
+    pd = pytest.importorskip("pandas")
+    X = pd.DataFrame({"x": rng.normal(size=80), "g": pd.Categorical(rng.choice(["u", "v"], 80))})
+    y = X["x"].to_numpy() + (X["g"] == "u") + 0.1 * rng.normal(size=80)
+    fits = []
+    for algorithm in ["brute", "kd_tree"]:
+        reg = LocalPolynomialRegressor(kernel="tricube", span=0.5, robust_iterations=1,
+                                       algorithm=algorithm).fit(X, y)  # fmt: skip
+        fits.append(reg.predict(X.iloc[:10]))
+    assert_allclose(fits[0], fits[1], rtol=1e-10)
+    again = pickle.loads(pickle.dumps(reg))
+    assert_allclose(again.predict(X.iloc[:10]), fits[1])
+    sio = pytest.importorskip("skops.io")
+    dumped = sio.dumps(reg)
+    loaded = sio.loads(dumped, trusted=sio.get_untrusted_types(data=dumped))
+    assert_allclose(loaded.predict(X.iloc[:10]), fits[1])
+
+
+def test_local_constant_gradient_holds_the_radius(rng):
+    X = rng.uniform(size=(50, 1))
+    y = np.sin(5 * X[:, 0])
+    Q = rng.uniform(0.1, 0.9, (8, 1))
+    reg = NadarayaWatsonRegressor(1.0, kernel="tricube", span=0.3).fit(X, y)
+    r, _ = radii(X, Q, 1.0, 15)
+
+    def fixed(q):  # the Nadaraya-Watson fit at q with the radii of Q
+        W = PROFILES["tricube"](np.abs(q[:, None] - X[None, :, 0]) / r[:, None])
+        return W @ y / W.sum(1)
+
+    step = 1e-6
+    want = (fixed(Q[:, 0] + step) - fixed(Q[:, 0] - step)) / (2 * step)
+    assert_allclose(reg.predict_gradient(Q)[:, 0], want, rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------------------ errors
+def test_errors_name_the_parameter(rng):
+    X, y = rng.normal(size=(30, 1)), rng.normal(size=30)
+    with pytest.raises(ValueError, match="algorithm='binned' cannot take span"):
+        LocalPolynomialRegressor(span=0.5, algorithm="binned").fit(X, y)
+    with pytest.raises(ValueError, match="robust_iterations > 0 takes a 1-D y"):
+        LocalPolynomialRegressor(span=0.5, robust_iterations=1).fit(X, np.column_stack([y, y]))
+    for bad in (0.0, -1.0, "half"):
+        with pytest.raises(InvalidParameterError, match="span"):
+            NadarayaWatsonRegressor(span=bad).fit(X, y)
+    with pytest.raises(InvalidParameterError, match="robust_iterations"):
+        LocalPolynomialRegressor(robust_iterations=-1).fit(X, y)
+    # binned_tol with "auto" never bins a span fit.
+    reg = NadarayaWatsonRegressor(span=0.5, binned_tol=1e-3).fit(X, y)
+    assert np.all(np.isfinite(reg.predict(X)))
+
+
+# ------------------------------------------------------------------ span selection
+def _dense_hat(X, k, kernel="tricube"):
+    """The local linear smoother matrix at the training rows (each row's radius counts itself)."""
+    r, D = radii(X, X, 1.0, k)
+    W = PROFILES[kernel](D / r[:, None])
+    H = np.empty_like(W)
+    for i, (q, wq) in enumerate(zip(X, W, strict=True)):
+        Phi = np.column_stack([np.ones(len(X)), X - q])
+        H[i] = (np.linalg.pinv(Phi.T @ (wq[:, None] * Phi)) @ Phi.T * wq)[0]
+    return H
+
+
+@pytest.mark.filterwarnings("ignore:The selected span")
+def test_span_selection_scores_against_dense_formulas(rng):
+    X = np.sort(rng.uniform(0, 10, (80, 1)), axis=0)
+    y = np.sin(X[:, 0]) + 0.3 * rng.normal(size=80)
+    spans = [0.2, 0.35, 0.6]
+    est = LocalPolynomialRegressor(1.0, kernel="tricube", span=0.5)
+    loo = BandwidthSearchCV(est, spans=spans).fit(X, y)
+    gcv = BandwidthSearchCV(est, spans=spans, criterion="gcv").fit(X, y)
+    aicc = BandwidthSearchCV(est, spans=spans, criterion="aicc").fit(X, y)
+    for t, span in enumerate(spans):
+        k = int(span * 80)
+        e = y - dense_local(X, y, X, 1.0, k, exclude=np.arange(80))[0]
+        assert_allclose(loo.cv_results_["mean_test_score"][t], -np.mean(e**2), rtol=1e-9)
+        H = _dense_hat(X, k)
+        sigma2, tr = np.mean((y - H @ y) ** 2), np.trace(H)
+        assert_allclose(gcv.cv_results_["mean_test_score"][t], -sigma2 / (1 - tr / 80) ** 2,
+                        rtol=1e-9)  # fmt: skip
+        want = np.log(sigma2) + (1 + tr / 80) / (1 - (tr + 2) / 80)
+        assert_allclose(aicc.cv_results_["mean_test_score"][t], -want, rtol=1e-9)
+    for search in (loo, gcv, aicc):
+        best = spans[int(np.argmax(search.cv_results_["mean_test_score"]))]
+        assert search.span_ == best == search.best_params_["span"]
+        assert search.best_estimator_.span == best
+        assert search.cv_results_["params"][0] == {"span": 0.2}
+
+
+@pytest.mark.filterwarnings("ignore:The selected span")
+def test_default_spans_and_other_routes(rng):
+    X = rng.uniform(size=(60, 1))
+    y = np.sin(6 * X[:, 0]) + 0.2 * rng.normal(size=60)
+    search = BandwidthSearchCV(NadarayaWatsonRegressor(1.0, kernel="tricube", span=0.5))
+    search.fit(X, y)
+    spans = search.cv_results_["param_span"].data.astype(float)
+    assert spans.min() * 60 >= 5 and spans.max() == 1.0
+    assert 0 < search.span_ < 1
+    cv = BandwidthSearchCV(NadarayaWatsonRegressor(1.0, kernel="tricube", span=0.5),
+                           spans=[0.1, 0.3, 0.9], cv=3).fit(X, y)  # fmt: skip
+    assert cv.span_ in (0.1, 0.3, 0.9)
+    clf = BandwidthSearchCV(ParzenClassifier(1.0, span=0.5), spans=[0.1, 0.5])
+    assert clf.fit(X, y > 0).span_ in (0.1, 0.5)
+    with pytest.raises(ValueError, match="a span is selected from a grid"):
+        BandwidthSearchCV(NadarayaWatsonRegressor(span=0.5), method="sgd").fit(X, y)
+    with pytest.raises(ValueError, match="not a pipeline"):
+        BandwidthSearchCV(make_pipeline(StandardScaler(), NadarayaWatsonRegressor(span=0.5))).fit(
+            X, y
+        )
+    with pytest.raises(ValueError, match="spans must be positive"):
+        BandwidthSearchCV(NadarayaWatsonRegressor(span=0.5), spans=[0.5, -1]).fit(X, y)
+
+
+# ------------------------------------------------------------------ the window path
+@pytest.mark.parametrize("name", ["tricube", "biweight", "triweight", "epanechnikov", "tophat",
+                                  "linear"])  # fmt: skip
+def test_power_forms_are_the_profiles(name):
+    from skl_nw._kernels import get_kernel
+
+    a, b = get_kernel(name).power_form
+    u = np.linspace(0, 1.5, 61)
+    assert_allclose(np.where(u < 1, (1 - u**a) ** b, 0.0), PROFILES[name](u), atol=1e-15)
+
+
+@pytest.mark.parametrize("kernel", ["tricube", "tophat", "triweight"])
+def test_window_path_equals_the_general_path(rng, monkeypatch, kernel):
+    from skl_nw._engine import _window
+
+    X = np.round(rng.uniform(0, 3, (70, 1)), 1)  # ties: windows share rows at the radius
+    y = np.sin(2 * X[:, 0]) + 0.2 * rng.normal(size=70)
+    w = rng.uniform(0.5, 2, 70)
+    Q = np.vstack([X[:5], rng.uniform(-1, 4, (10, 1))])
+
+    def everything():
+        reg = LocalPolynomialRegressor(kernel=kernel, span=0.3, robust_iterations=1)
+        reg.fit(X, y, sample_weight=w)
+        return (
+            *reg.predict(Q, return_std=True),
+            reg.robust_weights_,
+            reg._leave_one_out().predictions((1.0,)),
+            *reg._leave_one_out().fits((1.0,)),
+        )
+
+    used = []
+    original = _window.window_sums
+    monkeypatch.setattr(_window, "window_sums", lambda *a: used.append(1) or original(*a))
+    fast = everything()
+    if _window.compiled() is not None:
+        assert used  # the window path served these sums
+    monkeypatch.setattr(_window, "applies", lambda plan, Q: False)
+    for a, b in zip(fast, everything(), strict=True):
+        assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
+def test_fastloess_two_features_degree_two(rng):
+    fastloess = pytest.importorskip("fastloess")
+    X = rng.uniform(0, 1, (300, 2))
+    y = np.sin(4 * X[:, 0]) * np.cos(3 * X[:, 1]) + 0.2 * rng.normal(size=300)
+    model = fastloess.Loess(fraction=0.3, iterations=0, degree="quadratic", dimensions=2,
+                            surface_mode="direct", distance_metric="euclidean")  # fmt: skip
+    want = np.asarray(model.fit(X.ravel(), y).y)
+    reg = LocalPolynomialRegressor(1.0, kernel="tricube", degree=2, span=0.3).fit(X, y)
+    assert np.abs(reg.predict(X) - want).max() <= 1e-7 * np.ptp(y)
+
+
+# check_sample_weight_equivalence_on_dense_data fails by design: the span counts rows, not
+# weights (as LOESS does; see test_weights_multiply_the_kernel_and_rows_are_counted); and
+# robustness weights are one per row: a 2-D y is the documented error of robust_iterations.
+@parametrize_with_checks(
+    [
+        NadarayaWatsonRegressor(kernel="tricube", span=0.5),
+        LocalPolynomialRegressor(kernel="tricube", span=0.5, robust_iterations=2),
+        ParzenClassifier(kernel="biweight", span=0.5),
+    ],
+    expected_failed_checks=lambda est: {
+        "check_sample_weight_equivalence_on_dense_data": "the span counts rows, not weights",
+        **(
+            {"check_regressor_multioutput": "robust_iterations takes a 1-D y"}
+            if getattr(est, "robust_iterations", 0)
+            else {}
+        ),
+    },
+)
+def test_sklearn_checks_with_a_span(estimator, check):
+    check(estimator)
