@@ -29,13 +29,28 @@ Kernels
 ``python -m skl_nw demo`` runs the textbook attention-pooling experiment.
 """
 
-from ._diagnostics import SmootherSummary
-from ._estimators import NadarayaWatsonRegressor, rule_of_thumb
+import sys as _sys
+
+from ._inference import _diagnostics, _significance
+from ._inference._diagnostics import SmootherSummary
+from ._inference._significance import SignificanceResult, significance_test
 from ._kernels import KERNELS, Kernel, get_kernel
-from ._local_poly import LocalPolynomialRegressor
-from ._parzen import ParzenClassifier
 from ._search import BandwidthSearchCV
-from ._significance import SignificanceResult, significance_test
+from ._smoothers import _local_poly, _nadaraya_watson, _parzen
+from ._smoothers._local_poly import LocalPolynomialRegressor
+from ._smoothers._nadaraya_watson import NadarayaWatsonRegressor, rule_of_thumb
+from ._smoothers._parzen import ParzenClassifier
+
+# Pickles made before the subpackages name the estimators' old modules: they still load.
+for _old, _new in {
+    "_estimators": _nadaraya_watson,
+    "_local_poly": _local_poly,
+    "_parzen": _parzen,
+    "_diagnostics": _diagnostics,
+    "_significance": _significance,
+}.items():
+    _sys.modules.setdefault(f"{__name__}.{_old}", _new)
+del _old, _new
 
 __version__ = "0.1.0"
 

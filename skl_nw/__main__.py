@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__
-from ._estimators import NadarayaWatsonRegressor
 from ._kernels import kernel_names
+from ._smoothers._nadaraya_watson import NadarayaWatsonRegressor
 
 _RULES = ("scott", "silverman")
 # One look per kernel (colour, line style, marker), so that curves which lie on

@@ -73,7 +73,7 @@ _MAX_GRID_VALUES = 1 << 28
 # with a kink where they meet 0 (error ~ step^2), ``_STEP_JUMP * tol / d`` for a
 # kernel with a jump (error ~ step).  Measured (n = 1e6 normal inputs, noisy smooth
 # targets, Scott bandwidth): max |binned - exact| / range about 0.01-0.1 tol in 1-D
-# and 0.1-0.5 tol in 2-D; tests/test_binned.py checks ``<= tol`` for every kernel,
+# and 0.1-0.5 tol in 2-D; tests/engine/test_binned.py checks ``<= tol`` for every kernel,
 # d = 1, 2, 3, and for class probabilities (targets with jumps).
 _STEP_SMOOTH = 3.0
 _STEP_EDGE = 1.0

@@ -16,7 +16,7 @@ attribute, never found out with ``hasattr``:
     continuous features' log factors, and ``bandwidth_at(theta)`` maps it
     to a bandwidth vector (:class:`MixedLeaveOneOutProtocol`).
 
-``tests/test_conformance.py`` runs every implementation through every
+``tests/api/test_conformance.py`` runs every implementation through every
 member, on every backend, kernel family and data kind.
 """
 

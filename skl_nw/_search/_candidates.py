@@ -6,8 +6,8 @@ import numpy as np
 from sklearn.base import is_classifier
 
 from .. import _categorical
-from .._base import rule_of_thumb
-from .._inference_api import standardized
+from .._inference._methods import standardized
+from .._smoothers._base import rule_of_thumb
 from . import _mixed
 from ._scoring import PROBA_FLOOR, _LOOClassifier, _LOORegressor
 

@@ -14,8 +14,8 @@ from sklearn.utils.metadata_routing import (
     UNUSED,
 )
 
-from .._base import check_weights
-from .._inference import CRITERIA
+from .._inference._formulas import CRITERIA
+from .._smoothers._base import check_weights
 from . import _mixed, _span
 from ._auto import centred_candidates, resolve_method
 from ._candidates import _Candidates

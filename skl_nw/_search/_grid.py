@@ -16,8 +16,8 @@ from sklearn.base import is_classifier
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import Pipeline
 
-from .._bands import EXTRAPOLATING
-from .._inference import criterion_parts, infinite_criterion, negated_criterion
+from .._inference._bands import EXTRAPOLATING
+from .._inference._formulas import criterion_parts, infinite_criterion, negated_criterion
 from . import _mixed
 from ._backend import _backend
 from ._candidates import DEFAULT_FACTORS

@@ -16,7 +16,7 @@ import numpy as np
 from sklearn.base import clone, is_classifier
 from sklearn.utils import _safe_indexing
 
-from .._base import rule_of_thumb
+from .._smoothers._base import rule_of_thumb
 
 # Default lambdas of each categorical feature, as fractions of its kernel's largest
 # (0: split by category; 1: ignore the feature, or 0.95 where 1 is not admissible).

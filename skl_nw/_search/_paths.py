@@ -29,9 +29,9 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.base import BaseEstimator, clone, is_classifier
 
-from .. import _binning
 from .._engine import check_grid_size, grid_step, make_grid, margin_radius
 from .._kernels import get_kernel
+from .._smoothers import _binning
 from ._backend import _backend, loo_base
 
 __all__ = ["Path", "exact_twin", "scoring_paths"]

@@ -20,7 +20,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import has_fit_parameter, validate_data
 
 from .. import _categorical
-from .._base import _NWBase, check_weights
+from .._smoothers._base import _NWBase, check_weights
 from ._results import rename_results
 from ._scoring import _DefaultScorer
 

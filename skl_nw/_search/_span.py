@@ -21,7 +21,7 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV
 
-from .._base import check_weights
+from .._smoothers._base import check_weights
 from ._results import grid_results, rename_results
 
 __all__ = ["DEFAULT_SPANS", "candidate_spans", "fit_span", "selects_span"]

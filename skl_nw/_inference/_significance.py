@@ -11,10 +11,10 @@ from sklearn.base import clone, is_regressor
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, column_or_1d
 
-from . import _categorical
-from ._base import power_of_two
+from .. import _categorical
+from .._smoothers._base import power_of_two
 from ._bootstrap import scaled_residuals
-from ._inference import wild_multipliers
+from ._formulas import wild_multipliers
 
 __all__ = ["SignificanceResult", "significance_test"]
 
@@ -136,7 +136,7 @@ def _unrestricted_residuals(estimator, X: np.ndarray, y: np.ndarray) -> np.ndarr
 
     They estimate the noise whether or not the null hypothesis holds (the
     restricted fit's residuals also carry the tested effect); the smoother
-    shrinks them by that factor (:func:`skl_nw._bootstrap.scaled_residuals`).
+    shrinks them by that factor (:func:`skl_nw._inference._bootstrap.scaled_residuals`).
     """
     fitted = clone(estimator).fit(X, y)
     w = np.ones(len(y))

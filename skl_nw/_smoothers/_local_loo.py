@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _engine
-from ._engine import Moments, exponents, fit_local, position, usable_degree
-from ._kernels import Kernel
+from .. import _engine
+from .._engine import Moments, exponents, fit_local, position, usable_degree
+from .._kernels import Kernel
 
 __all__ = ["LocalLeaveOneOut"]
 

@@ -11,10 +11,11 @@ from sklearn.metrics import r2_score
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from . import _binning, _categorical, _engine
+from .. import _categorical, _engine
+from .._engine import power_of_two
+from .._kernels import DISCRETE_KERNELS, KERNELS, get_kernel
+from . import _binning
 from ._backends import BinnedBackend, ExactBackend
-from ._engine import power_of_two
-from ._kernels import DISCRETE_KERNELS, KERNELS, get_kernel
 
 __all__ = ["check_weights", "power_of_two", "rule_of_thumb"]
 

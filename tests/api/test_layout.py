@@ -87,3 +87,18 @@ def test_callers_use_the_engine_exported_names(module):
 def test_modules_stay_small(module):
     lines = len((PACKAGE.parent / module).read_text().splitlines())
     assert lines <= MAX_LINES, f"{module} has {lines} lines"
+
+
+TESTS = Path(__file__).resolve().parents[1]
+# The test folders mirror the package: its engine, smoothers, inference and search,
+# and api/ for what spans them (estimator checks, the conformance matrix, packaging).
+TEST_FOLDERS = {"engine", "smoothers", "inference", "search", "api"}
+
+
+@pytest.mark.skipif(not (TESTS / "conftest.py").exists(), reason="beside the tests only")
+def test_tests_mirror_the_package():
+    files = {p.relative_to(TESTS).parts for p in TESTS.rglob("test_*.py")}
+    misplaced = sorted("/".join(parts) for parts in files if parts[0] not in TEST_FOLDERS)
+    assert misplaced == [], f"test files outside {sorted(TEST_FOLDERS)}: {misplaced}"
+    packages = {p.parent.name.lstrip("_") for p in PACKAGE.glob("_*/__init__.py")}
+    assert packages <= TEST_FOLDERS, "a subpackage without its test folder"

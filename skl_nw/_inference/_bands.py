@@ -56,7 +56,7 @@ def local_sibling(estimator, degree: int):
     itself is unchanged.  A binned fit gives its exact training set, as the
     intervals of the binned path do.
     """
-    from ._local_poly import LocalPolynomialRegressor  # the estimator imports this module
+    from .._smoothers._local_poly import LocalPolynomialRegressor  # it imports this module
 
     sibling = LocalPolynomialRegressor.__new__(LocalPolynomialRegressor)
     sibling.__dict__.update(estimator.__dict__)  # shallow: the fitted arrays are shared

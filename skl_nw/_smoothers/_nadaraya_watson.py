@@ -1,43 +1,42 @@
-"""ParzenClassifier: Nadaraya–Watson regression on one-hot labels (Parzen windows)."""
+"""NadarayaWatsonRegressor: a thin API layer over the engine."""
 
 from __future__ import annotations
 
-import numpy as np
 from numpy.typing import ArrayLike
-from scipy.special import logsumexp
-from sklearn.base import ClassifierMixin, _fit_context
-from sklearn.utils.multiclass import check_classification_targets
+from sklearn.base import _fit_context
+from sklearn.utils._param_validation import StrOptions
 
+from .._inference._diagnostics import _SummaryMixin
+from .._inference._methods import _NWInferenceMixin
 from . import _loess
-from ._base import _NWBase
-from ._inference_api import _DensityMixin
+from ._base import _NWBase, _RegressorMixin, check_weights, rule_of_thumb
 
-__all__ = ["ParzenClassifier"]
+__all__ = ["NadarayaWatsonRegressor", "check_weights", "rule_of_thumb"]
 
 
-class ParzenClassifier(_DensityMixin, ClassifierMixin, _NWBase):
-    """Parzen-window classifier: Nadaraya–Watson regression on one-hot labels.
+class NadarayaWatsonRegressor(_SummaryMixin, _NWInferenceMixin, _RegressorMixin, _NWBase):
+    """Nadaraya–Watson kernel regression: attention pooling of the targets.
 
-    With ``priors=None`` the class probabilities are the attention-pooled
-    one-hot labels,
+    The prediction at a query ``q`` is the attention-weighted average of the
+    training targets,
 
-    ``P(c | q) = sum_{i in c} w_i K(u_i) / sum_i w_i K(u_i)``.
+    ``f(q) = sum_i alpha_i(q) y_i``,  ``alpha_i(q) = w_i K(u_i) / sum_j w_j K(u_j)``,
 
-    This *is* the Parzen-window (kernel density) classifier: with empirical
-    priors ``pi_c = W_c / W`` and class densities
-    ``p(q | c) ∝ sum_{i in c} w_i K(u_i) / W_c`` (``W_c`` the class weight), Bayes'
-    rule ``pi_c p(q | c) / sum_c' pi_c' p(q | c')`` cancels ``W_c`` and the
-    kernel's normalising constant and gives the same expression.  Given
-    ``priors``, ``P(c | q) ∝ pi_c sum_{i in c} w_i K(u_i) / W_c``.
+    with ``u_i = ||(q - x_i) / h||`` (each feature divided by its own
+    bandwidth).  For the Gaussian kernel ``alpha(q)`` is the softmax of
+    ``-||(q - x_i) / h||^2 / 2``: the query attends to the keys ``x_i`` and
+    pools the values ``y_i``.  Weights are computed in log space, so a tiny
+    bandwidth gives the nearest training target, never ``0 / 0``.
 
     Parameters
     ----------
     bandwidth : float, array-like of shape (n_features,) or {"scott", "silverman"}, \
 default="scott"
-        Kernel width ``h``, one per feature or shared (see :func:`rule_of_thumb`).
+        Kernel width ``h``, one per feature or shared.  The rules of thumb are
+        computed per feature from a robust scale (see :func:`rule_of_thumb`).
     kernel : {"gaussian", "tophat", "boxcar", "epanechnikov", "exponential", \
 "linear", "triangular", "cosine", "tricube", "biweight", "triweight"}, default="gaussian"
-        Kernel profile.
+        Kernel profile; "boxcar" is "tophat" and "triangular" is "linear".
     algorithm : {"auto", "brute", "kd_tree", "ball_tree", "binned"}, default="auto"
         How the kernel sums are computed.  "brute" sums over every training
         point in chunks of queries; "kd_tree" / "ball_tree" build scikit-learn's
@@ -63,11 +62,14 @@ default="scott"
         probabilities by at most ``rtol``).  The default changes nothing at
         float64 precision; larger values trade accuracy for speed; 0 sums over
         every point.  Brute force and compact kernels are always exact.
-    priors : array-like of shape (n_classes,), default=None
-        Class prior probabilities in ``classes_`` order.  None uses the
-        (weighted) class frequencies of the training set.
+    fallback : {"nearest", "nan"}, default="nearest"
+        What a compact kernel predicts at a query with no training point inside
+        its support.  "nearest" (default) returns the ``h -> 0`` limit, the
+        (weighted) mean target of the nearest training point(s); "nan" returns
+        NaN, as R's ``ksmooth`` does.  Infinite-support kernels never need it.
     n_jobs : int, default=None
-        Threads over chunks of queries at predict.
+        Threads over chunks of queries at predict; ``None`` means 1 unless in a
+        :func:`joblib.parallel_backend` context, ``-1`` means all processors.
     binned_tol : float in (0, 1), default=None
         Accuracy of ``algorithm="binned"``: the grid spacing is
         ``3 sqrt(binned_tol / d)`` bandwidths (``binned_tol / d`` for the
@@ -76,6 +78,21 @@ default="scott"
         ``binned_tol * (max(y) - min(y))`` (class probabilities by about
         ``binned_tol``); the user guide states the bound and when it holds.
         None: 1e-4 with ``algorithm="binned"``, and "auto" never bins.
+    span : float > 0, default=None
+        Nearest-neighbour bandwidths (LOESS's span): each query's kernel scale
+        is its distance, in the metric ``||(x - q) / bandwidth_||``, to its
+        ``k``-th nearest training row, ``k = floor(span * n)`` (rows of positive
+        weight, counted as rows, not weights; at least 1).  ``bandwidth`` then
+        gives the metric's shape (``bandwidth=1.0`` is R's ``normalize=FALSE``);
+        ``span > 1`` takes every row and enlarges the farthest one's distance by
+        ``sqrt(span)``, as R's ``loess`` does.  Not with ``algorithm="binned"``.
+        None: the bandwidth is fixed.  See the user guide's "LOESS and LOWESS".
+    robust_iterations : int, default=0
+        Cleveland's robustness iterations: each refits with the sample weights
+        times the bisquare weights ``B(e_i / (6 median |e|))`` of the residuals
+        at the training rows (statsmodels' ``lowess(it=...)``; R's
+        ``family="symmetric"`` is 3).  Stops early when ``median |e| = 0``.
+        One-dimensional ``y`` only.
 
     categorical_features : "from_dtype", array-like of bool, int or str, or None, \
 default="from_dtype"
@@ -105,26 +122,16 @@ default="from_dtype"
         (``0 <= lambda <= 1``).  ``lambda = 0`` smooths nothing (only the
         query's own category counts); the largest ``lambda`` of the
         Aitchison–Aitken and Li–Racine kernels ignores the feature.
-    span : float > 0, default=None
-        Nearest-neighbour bandwidths (LOESS's span), as for
-        :class:`NadarayaWatsonRegressor`: each query's kernel scale is its
-        distance to its ``k = floor(span * n)``-th nearest training row in the
-        metric ``||(x - q) / bandwidth_||``.  Not with ``algorithm="binned"``.
 
     Attributes
     ----------
-    classes_ : ndarray of shape (n_classes,)
-        Class labels.
-    class_prior_ : ndarray of shape (n_classes,)
-        The priors in use: ``priors``, or the weighted class frequencies.
     bandwidth_ : ndarray of shape (n_features,)
         The bandwidth of each feature used at fit.
-    tree_ : list of KDTree or BallTree, or None
-        One tree per class over the bandwidth-scaled (centred) training inputs
-        of positive weight (so each class's log-probability keeps ``rtol``
-        accuracy however far the class is), or None on the brute-force path.
-        Trees store their points in leaf order: their indices are not those of
-        the training set.
+    tree_ : KDTree, BallTree or None
+        The tree over the bandwidth-scaled (centred) training inputs of
+        positive weight, or None on the brute-force path.  It stores them in
+        its own leaf order (close points close in memory), so its indices are
+        not those of the training set.
     is_categorical_ : ndarray of bool of shape (n_features,)
         Which features are categorical.
     is_ordered_ : ndarray of bool of shape (n_features,)
@@ -139,41 +146,48 @@ default="from_dtype"
         Names of features seen during fit, when X has string column names.
     n_neighbors_ : int or None
         The neighbour count ``k`` of ``span`` (None without it).
+    robust_weights_ : ndarray of shape (n_samples,)
+        The robustness weights of the last fit (all ones without iterations).
 
     See Also
     --------
-    NadarayaWatsonRegressor : The same attention pooling of real targets.
+    ParzenClassifier : The same attention pooling applied to one-hot labels.
     BandwidthSearchCV : Choose ``bandwidth`` by closed-form leave-one-out or SGD.
+    sklearn.neighbors.KNeighborsRegressor : Uniform weights over k neighbours.
 
     Notes
     -----
-    A compact kernel with no training point inside its support uses the
-    ``h -> 0`` limit: the class shares of the nearest training point(s).
-    Probabilities are computed in log space, with each class shifted by its own
-    maximum, so ``predict_log_proba`` is finite wherever the probability is
-    positive; it is ``-inf`` exactly where the probability is exactly 0 (no
-    point of that class inside a compact kernel's support).
+    Sample weights multiply the kernel weights (``w_i K(u_i)``) and act as
+    frequency weights in the rules of thumb.  Memory at predict is bounded by
+    ``sklearn.get_config()["working_memory"]`` whatever the number of queries
+    and training points; only :meth:`attention_weights` returns an
+    ``(n_queries, n_samples_fit)`` matrix, because that is what it is asked for.
 
-    Categorical features multiply the kernel by their discrete kernels, as
-    in :class:`NadarayaWatsonRegressor` (whose Notes give the ``lambda = 0``
-    limit).
+    Categorical features multiply the continuous kernel by their discrete
+    kernels, ``w_i K(u_i) prod_j L_j(q_j, x_ij; lambda_j)``.  Where every
+    training point has a discrete weight of 0 (``lambda = 0`` and a category
+    no training point has), the points that differ from the query in the
+    fewest categorical features count, weighted by the rest of their kernel:
+    the ``lambda -> 0`` limit.
 
     Examples
     --------
-    >>> from sklearn.datasets import load_iris
-    >>> from skl_nw import ParzenClassifier
-    >>> X, y = load_iris(return_X_y=True)
-    >>> clf = ParzenClassifier().fit(X, y)
-    >>> clf.predict(X[[0, 60, 120]])
-    array([0, 1, 2])
-    >>> clf.predict_proba(X[[70]]).round(3)
-    array([[0.   , 0.558, 0.442]])
+    >>> import numpy as np
+    >>> from skl_nw import NadarayaWatsonRegressor
+    >>> X = np.linspace(0, 5, 50)[:, None]
+    >>> y = 2 * np.sin(X[:, 0]) + X[:, 0] ** 0.8
+    >>> reg = NadarayaWatsonRegressor(bandwidth=0.3).fit(X, y)
+    >>> reg.predict([[1.0], [2.5]]).round(3)
+    array([2.602, 3.223])
+    >>> reg.attention_weights([[1.0]]).sum().round(12)
+    np.float64(1.0)
     """
 
     _parameter_constraints: dict = {
         **_NWBase._parameter_constraints,
-        "priors": ["array-like", None],
+        "fallback": [StrOptions({"nearest", "nan"})],
         **_loess.SPAN_CONSTRAINTS,
+        **_loess.ROBUST_CONSTRAINTS,
     }
 
     def __init__(
@@ -184,7 +198,7 @@ default="from_dtype"
         algorithm: str = "auto",
         leaf_size: int = 40,
         rtol: float = 1e-16,
-        priors: ArrayLike | None = None,
+        fallback: str = "nearest",
         n_jobs: int | None = None,
         binned_tol: float | None = None,
         categorical_features="from_dtype",
@@ -192,13 +206,14 @@ default="from_dtype"
         categorical_kernel: str = "aitchison_aitken",
         ordered_kernel: str = "wang_van_ryzin",
         span: float | None = None,
+        robust_iterations: int = 0,
     ) -> None:
         self.bandwidth = bandwidth
         self.kernel = kernel
         self.algorithm = algorithm
         self.leaf_size = leaf_size
         self.rtol = rtol
-        self.priors = priors
+        self.fallback = fallback
         self.n_jobs = n_jobs
         self.binned_tol = binned_tol
         self.categorical_features = categorical_features
@@ -206,118 +221,64 @@ default="from_dtype"
         self.categorical_kernel = categorical_kernel
         self.ordered_kernel = ordered_kernel
         self.span = span
+        self.robust_iterations = robust_iterations
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None):
-        """Store the bandwidth-scaled training set, sorted by class.
+        """Store the bandwidth-scaled training set.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-            Training inputs.
-        y : array-like of shape (n_samples,)
-            Class labels (any type scikit-learn accepts).
+            Training inputs (the keys).
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+            Targets (the values).
         sample_weight : array-like of shape (n_samples,), default=None
             Non-negative weights with a positive sum.
 
         Returns
         -------
-        self : ParzenClassifier
+        self : NadarayaWatsonRegressor
             The fitted estimator.
         """
-        X, y = self._validate_fit(X, y)
-        check_classification_targets(y)
-        self.classes_, y_enc = np.unique(y, return_inverse=True)
-        n_classes = len(self.classes_)
-        priors = self._check_priors(n_classes)
+        X_in = X
+        X, y = self._validate_fit(X, y, multi_output=True, y_numeric=True)
         Xs, w = self._fit_inputs(X, sample_weight)
-        class_weight = np.bincount(y_enc, weights=w, minlength=n_classes)
-        self.class_prior_ = class_weight / class_weight.sum() if priors is None else priors
-        self._class_weight = class_weight  # for the densities of score_samples
-
-        if priors is not None:
-            # P(c | q) ∝ pi_c sum_{i in c} w_i K_i / W_c: rescale each class's weights.
-            # w_i / W_c <= 1 cannot overflow; a class of zero weight gives 0 / 0 -> 0.
-            with np.errstate(divide="ignore", invalid="ignore"):
-                w = w / class_weight[y_enc] * priors[y_enc]
-            w = np.where(np.isfinite(w), w, 0.0)
-        _loess.build(self, None, Xs, w, np.eye(n_classes)[y_enc], groups=y_enc)
+        self._y_1d = y.ndim == 1
+        _loess.build(self, X_in, Xs, w, y.reshape(len(y), -1))
         return self
 
-    def _check_priors(self, n_classes: int) -> np.ndarray | None:
-        if self.priors is None:
-            return None
-        priors = np.asarray(self.priors)
-        if priors.dtype.kind not in "iuf" or priors.shape != (n_classes,):
-            raise ValueError(
-                f"priors must be an array of shape (n_classes,) = ({n_classes},) with one "
-                f"probability per class in classes_ order; got {self.priors!r}."
-            )
-        priors = priors.astype(np.float64)
-        if not (np.all(np.isfinite(priors)) and np.all(priors >= 0)):
-            raise ValueError(f"priors must be non-negative and finite; got {priors}.")
-        if not np.isclose(priors.sum(), 1.0):
-            raise ValueError(f"priors must sum to 1; got sum {priors.sum()}.")
-        return priors / priors.sum()
-
-    def _log_class_sums(self, X: ArrayLike) -> np.ndarray:
-        Q = self._queries(X)  # checks the fit first
-        return self._backend.class_log_sums(Q, self._kernel, self._options())
-
-    def predict_log_proba(self, X: ArrayLike) -> np.ndarray:
-        """Log class probabilities, computed in log space.
+    def predict(self, X: ArrayLike, return_std: bool = False):
+        """Attention-weighted average of the training targets at each query.
 
         Parameters
         ----------
         X : array-like of shape (n_queries, n_features)
             Queries.
+        return_std : bool, default=False
+            Also return the pointwise standard error of the fit,
+            ``se(q)^2 = sigma^2(q) sum_i w_i K_i^2 / (sum_i w_i K_i)^2`` with the
+            local variance ``sigma^2(q) = sum_i alpha_i(q) (y_i - f(q))^2``
+            (scikit-learn's ``GaussianProcessRegressor`` convention).  A
+            query with one effective neighbour has ``se = 0``.  It is the
+            standard error of the smoothed curve: the smoother's bias is not
+            included (see :meth:`predict_interval`).
 
         Returns
         -------
-        ndarray of shape (n_queries, n_classes)
-            ``log P(c | q)`` in ``classes_`` order.
+        y_mean : ndarray of shape (n_queries,) or (n_queries, n_targets)
+            Predictions, shaped like the training targets.
+        y_std : ndarray of the shape of y_mean
+            Standard errors; only with ``return_std=True``.
         """
-        L = self._log_class_sums(X)
-        # Shift each row by its maximum first: far from the data (log sums near
-        # -1e24) logsumexp's own ``max + log(sum)`` rounds the log(sum) away and
-        # the probabilities no longer sum to 1.
-        top = L.max(axis=1, keepdims=True)
-        L -= np.where(np.isfinite(top), top, 0.0)
-        return L - logsumexp(L, axis=1, keepdims=True)
-
-    def predict_proba(self, X: ArrayLike) -> np.ndarray:
-        """Class probabilities: the attention-pooled one-hot labels.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_queries, n_features)
-            Queries.
-
-        Returns
-        -------
-        ndarray of shape (n_queries, n_classes)
-            ``P(c | q)`` in ``classes_`` order; rows sum to 1.
-        """
-        return np.exp(self.predict_log_proba(X))
-
-    def predict(self, X: ArrayLike) -> np.ndarray:
-        """Predict the most probable class at each query.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_queries, n_features)
-            Queries.
-
-        Returns
-        -------
-        ndarray of shape (n_queries,)
-            Labels from ``classes_``.
-        """
-        best = np.argmax(self._log_class_sums(X), axis=1)
-        return self.classes_[best]
+        if return_std:
+            return self._predict_with_std(X)
+        Q = self._queries(X)
+        pooled = self._backend.pool(Q, self._kernel, self.fallback, self._options())
+        return pooled[:, 0] if self._y_1d else pooled
 
     def attention_weights(self, X: ArrayLike, *, sparse: bool = False):
-        """Return the attention weights of every query on every training point.
+        """Return the attention weights ``alpha_i(q)`` of every query on every training point.
 
         Parameters
         ----------
@@ -325,13 +286,17 @@ default="from_dtype"
             Queries.
         sparse : bool, default=False
             Return a ``scipy.sparse`` CSR matrix of the non-zero weights instead
-            of a dense array, whatever ``algorithm`` is.
+            of a dense array, whatever ``algorithm`` is: the compact form for
+            compact kernels and large data.
 
         Returns
         -------
         ndarray or csr_matrix of shape (n_queries, n_samples_fit)
-            Non-negative rows summing to 1, columns in training order, so that
-            ``attention_weights(X) @ onehot(y)`` equals ``predict_proba(X)``.
+            Non-negative rows summing to 1 (NaN rows where ``fallback="nan"``
+            leaves a query empty), columns in training order, so that
+            ``attention_weights(X) @ y`` equals ``predict(X)``.  On the binned
+            path they are the exact weights (the grid never forms per-point
+            weights), so the product matches ``predict`` to ``binned_tol``.
 
         Raises
         ------
@@ -339,4 +304,9 @@ default="from_dtype"
             Before any work, when the dense matrix would exceed scikit-learn's
             ``working_memory`` budget (pass ``sparse=True``, or fewer queries).
         """
-        return self._attention(X, "nearest", sparse)
+        return self._attention(X, self.fallback, sparse)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags

@@ -10,12 +10,13 @@ from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from . import _engine, _loess
+from .. import _engine
+from .._engine import BinnedLocalFit, Moments, blocks, fit_local, npar
+from .._inference._diagnostics import _SummaryMixin
+from .._inference._local import _LocalInferenceMixin
+from .._inference._methods import local_constant_gradient
+from . import _loess
 from ._base import _NWBase, _RegressorMixin
-from ._diagnostics import _SummaryMixin
-from ._engine import BinnedLocalFit, Moments, blocks, fit_local, npar
-from ._inference_api import local_constant_gradient
-from ._local_inference import _LocalInferenceMixin
 from ._local_loo import LocalLeaveOneOut
 from ._local_mixed import MixedLocalLeaveOneOut
 

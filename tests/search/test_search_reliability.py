@@ -20,11 +20,11 @@ from skl_nw import (
     LocalPolynomialRegressor,
     NadarayaWatsonRegressor,
     ParzenClassifier,
-    _binning,
     _engine,
 )
 from skl_nw._engine import _binned_local
 from skl_nw._search._paths import scoring_paths
+from skl_nw._smoothers import _binning
 
 pytestmark = pytest.mark.filterwarnings("ignore:The selected bandwidth:UserWarning")
 

@@ -12,7 +12,7 @@ from test_inference import bootstrap_t_oracle
 import skl_nw._engine._local_fit as local_fit
 from conftest import naive_local_poly_std
 from skl_nw import BandwidthSearchCV, LocalPolynomialRegressor, NadarayaWatsonRegressor
-from skl_nw._inference import wild_multipliers
+from skl_nw._inference._formulas import wild_multipliers
 
 PATHS = ["brute", "kd_tree"]
 

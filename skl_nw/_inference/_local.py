@@ -15,10 +15,8 @@ from __future__ import annotations
 import numpy as np
 from sklearn import get_config
 
-from . import _engine
-from ._bands import warn_outside
-from ._bootstrap import squared_weight_sums
-from ._engine import (
+from .. import _engine
+from .._engine import (
     Moments,
     blocks,
     fit_local_units,
@@ -28,8 +26,10 @@ from ._engine import (
     to_units,
     unit_exponents,
 )
-from ._inference import local_constant_std, local_residual_variance, sandwich_factor
-from ._inference_api import _FEW_COLUMNS, _SmootherInferenceMixin, standardized
+from ._bands import warn_outside
+from ._bootstrap import squared_weight_sums
+from ._formulas import local_constant_std, local_residual_variance, sandwich_factor
+from ._methods import _FEW_COLUMNS, _SmootherInferenceMixin, standardized
 
 
 class _LocalInferenceMixin(_SmootherInferenceMixin):

@@ -8,7 +8,7 @@ import skl_nw
 from skl_nw.__main__ import main
 from skl_nw._kernels import kernel_names
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ERROR = "python -m skl_nw demo: error: argument "
 
 

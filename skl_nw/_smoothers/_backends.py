@@ -16,7 +16,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import _binning, _engine
+from .. import _engine
+from . import _binning
 
 __all__ = ["BinnedBackend", "ExactBackend"]
 

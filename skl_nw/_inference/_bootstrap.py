@@ -35,7 +35,7 @@ import numpy as np
 from scipy.stats import t as student_t
 from sklearn import get_config
 
-from ._inference import wild_multipliers
+from ._formulas import wild_multipliers
 
 __all__ = ["bootstrap_t", "effective_df", "scaled_residuals", "squared_weight_sums", "t_quantile"]
 

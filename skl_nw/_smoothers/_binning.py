@@ -1,7 +1,7 @@
 """Estimator side of the binned path (``algorithm="binned"``): choice, fit, predict, LOO.
 
 The choice (:func:`wanted`), the grid's standard errors and its leave-one-out
-object, called by :class:`skl_nw._backends.BinnedBackend`; the numerics live
+object, called by :class:`skl_nw._smoothers._backends.BinnedBackend`; the numerics live
 in :mod:`skl_nw._engine._binned`.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ._engine import MAX_FEATURES, BinnedSums, LossFn, binned_loo_pool
+from .._engine import MAX_FEATURES, BinnedSums, LossFn, binned_loo_pool
 
 __all__ = [
     "DEFAULT_TOL",
@@ -132,7 +132,7 @@ class BinnedLeaveOneOut:
         return self._exact().fits(factors, n_jobs)
 
     def _exact(self):
-        from ._engine import LeaveOneOut
+        from .._engine import LeaveOneOut
 
         return LeaveOneOut(self.binned.exact(), self.binned.kernel, self.fallback,
                            self.binned.rtol)  # fmt: skip

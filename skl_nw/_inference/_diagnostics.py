@@ -4,7 +4,7 @@ The numbers users of R's ``np`` (``summary(npreg(...))``) and statsmodels
 expect from a fitted kernel regression, computed on demand by
 :meth:`_SummaryMixin.summary` from the estimator's leave-one-out protocol
 object (:class:`skl_nw._engine.LeaveOneOut`): one in-sample pass for the
-fits and the hat diagonal (the :data:`skl_nw._inference.CRITERIA` machinery)
+fits and the hat diagonal (the :data:`skl_nw._inference._formulas.CRITERIA` machinery)
 and one leave-one-out pass, both chunked by the engine (O(n) memory, O(n^2)
 time).
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._inference import aicc, gcv
+from ._formulas import aicc, gcv
 
 __all__ = ["SmootherSummary"]
 

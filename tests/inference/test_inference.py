@@ -9,7 +9,7 @@ from scipy.stats import t as student_t
 
 from conftest import naive_gradient, naive_local_linear, naive_predict, naive_std, naive_weights
 from skl_nw import LocalPolynomialRegressor, NadarayaWatsonRegressor
-from skl_nw._inference import sandwich_variance, wild_multipliers
+from skl_nw._inference._formulas import sandwich_variance, wild_multipliers
 from skl_nw._kernels import kernel_names
 
 NAMES = kernel_names()

@@ -16,14 +16,14 @@ import copy
 
 import numpy as np
 
-from . import _engine
-from ._engine import MixedLeaveOneOut, Moments, fit_local, gram_index, npar
+from .. import _engine
+from .._engine import MixedLeaveOneOut, Moments, fit_local, gram_index, npar
 
 
 class MixedLocalLeaveOneOut(MixedLeaveOneOut):
     """The search protocol of a local polynomial fit with categorical features.
 
-    ``base`` is the fit's :class:`skl_nw._local_poly.LocalLeaveOneOut`; the
+    ``base`` is the fit's :class:`skl_nw._smoothers._local_loo.LocalLeaveOneOut`; the
     continuous bandwidths' gradient is its own (the engine weights its sums
     by the discrete kernels), the lambdas' gradient comes from cell sums.
     """
@@ -55,7 +55,7 @@ class MixedLocalLeaveOneOut(MixedLeaveOneOut):
         With ``lambdas`` every lambda vector comes from one grouped pass (the
         point itself included): ``H_ii`` is its attention weight
         ``w_i L(z_i, z_i) / sum_g L(z_i, g) S_ig`` (``K(0) = 1``) times
-        ``e_1 . G^-1 e_1``, as in :meth:`skl_nw._local_loo.LocalLeaveOneOut.fits`.
+        ``e_1 . G^-1 e_1``, as in :meth:`skl_nw._smoothers._local_loo.LocalLeaveOneOut.fits`.
         """
         if lambdas is None:
             return self.base.fits(factors, n_jobs)

@@ -21,7 +21,7 @@ def _data(rng, n=90, d=2):
     return X, y, Q
 
 
-# scikit-learn's cosine constant is wrong for even d (tests/test_kernels.py documents it).
+# scikit-learn's cosine constant is wrong for even d (tests/engine/test_kernels.py documents it).
 # The LOESS family (tricube, biweight, triweight) is not among scikit-learn's kernels.
 SKLEARN_RIGHT = [
     (k, d)

@@ -9,8 +9,8 @@
 :func:`skl_nw._engine.kernel_sums`, and another linear smoother (local
 polynomial) implements its own.  ``_DensityMixin`` gives the Parzen
 classifier its kernel density estimates.  The formulas are in
-:mod:`skl_nw._inference`, the bootstrap-t in :mod:`skl_nw._bootstrap`, the
-bias-corrected sibling fit and the warnings in :mod:`skl_nw._bands`.
+:mod:`skl_nw._inference._formulas`, the bootstrap-t in :mod:`skl_nw._inference._bootstrap`, the
+bias-corrected sibling fit and the warnings in :mod:`skl_nw._inference._bands`.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from scipy.special import logsumexp
 from sklearn import get_config
 from sklearn.utils import check_random_state
 
-from . import _engine
+from .. import _engine
+from .._smoothers._base import power_of_two
 from ._bands import BIAS_CORRECTIONS, corrected_degree, local_sibling, warn_zero_width
-from ._base import power_of_two
 from ._bootstrap import bootstrap_t, effective_df, t_quantile
-from ._inference import MULTIPLIERS, concentration, local_constant_std, nw_gradient
+from ._formulas import MULTIPLIERS, concentration, local_constant_std, nw_gradient
 
 # Above this many value columns the smoother is applied as attention weights @ V.
 _FEW_COLUMNS = 8
@@ -173,7 +173,7 @@ class _SmootherInferenceMixin:
             fit's effective number of points less its ``p`` coefficients; ``l_i``
             the smoother's weights: the attention weights, or a local
             polynomial's equivalent kernel).  "bootstrap": a wild bootstrap-t
-            (:mod:`skl_nw._bootstrap`): the residuals ``e_i = y_i - m_hat(x_i)``
+            (:mod:`skl_nw._inference._bootstrap`): the residuals ``e_i = y_i - m_hat(x_i)``
             rescaled by ``(1 - 2 H_ii + sum_j H_ij^2)^(-1/2)`` (the smoother
             shrinks them), the standard error ``sqrt(sum_i l_i^2 e_i^2)`` from
             them (robust to heteroscedasticity), and the interval

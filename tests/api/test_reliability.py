@@ -681,7 +681,7 @@ def test_concurrent_predict_leaves_the_blas_thread_count_as_found():
     }
     done = subprocess.run(
         [sys.executable, "-c", _BLAS_SCRIPT],
-        cwd=Path(__file__).resolve().parents[1],
+        cwd=Path(__file__).resolve().parents[2],
         env=env,
         capture_output=True,
         text=True,
@@ -825,6 +825,26 @@ def test_pickles_made_before_the_backend_object_still_load(rng, est):
     predict = "predict_proba" if isinstance(est, ParzenClassifier) else "predict"
     assert_array_equal(getattr(loaded, predict)(X[:20]), getattr(fitted, predict)(X[:20]))
     assert loaded._fit_method == backend.method and type(loaded._backend) is type(backend)
+
+
+@pytest.mark.parametrize(
+    ("est", "old"),
+    [
+        (NadarayaWatsonRegressor(0.1), b"skl_nw._estimators"),
+        (LocalPolynomialRegressor(0.2), b"skl_nw._local_poly"),
+        (ParzenClassifier(0.1), b"skl_nw._parzen"),
+    ],
+)
+def test_pickles_naming_the_modules_before_the_subpackages_still_load(rng, est, old):
+    X = rng.uniform(0, 1, (200, 2))
+    y = X[:, 0] + rng.normal(0, 0.1, 200)
+    fitted = est.fit(X, (y > 0.5) if isinstance(est, ParzenClassifier) else y)
+    new = type(est).__module__.encode()
+    data = pickle.dumps(fitted, protocol=0)  # text opcodes: the module name is a line
+    data = data.replace(b"c" + new + b"\n", b"c" + old + b"\n")
+    assert b"c" + old + b"\n" in data and b"c" + new + b"\n" not in data
+    predict = "predict_proba" if isinstance(est, ParzenClassifier) else "predict"
+    assert_array_equal(getattr(pickle.loads(data), predict)(X), getattr(fitted, predict)(X))
 
 
 def test_skops_round_trip_trusting_only_our_and_scientific_types(tmp_path):
