@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 from scipy import integrate
-from scipy.special import gammaln
+from scipy.special import gammaln, ndtr
 
 __all__ = [
     "DISCRETE_KERNELS",
@@ -92,6 +92,10 @@ class Kernel:
         recomputes small squared distances exactly.
     aliases : tuple of str
         Other accepted names.
+    integrated_profile : callable or None
+        ``t -> G(t) = int_{-inf}^t K(|u|) du / int K(|u|) du``, the kernel's
+        distribution function in one dimension (the smoothed step of a
+        conditional distribution's ``y``); None where there is no closed form.
     """
 
     name: str
@@ -105,6 +109,7 @@ class Kernel:
     log_slope: float | None = None
     exact_near_zero: bool = False
     aliases: tuple[str, ...] = ()
+    integrated_profile: ArrayFn | None = None
 
     def __repr__(self) -> str:
         # The data fields only: the functions' reprs are lambdas and addresses.
@@ -177,6 +182,20 @@ def _root_derivative(s: np.ndarray, factor: ArrayFn) -> np.ndarray:
         return -factor(s) / (2.0 * u)
 
 
+def _clipped(t: np.ndarray) -> np.ndarray:
+    return np.clip(t, -1.0, 1.0)
+
+
+def _exponential_cdf(t: np.ndarray) -> np.ndarray:
+    e = 0.5 * np.exp(-np.abs(t))
+    return np.where(t < 0, e, 1.0 - e)
+
+
+def _linear_cdf(t: np.ndarray) -> np.ndarray:
+    r = 1.0 - np.abs(_clipped(t))
+    return np.where(t < 0, 0.5 * r * r, 1.0 - 0.5 * r * r)
+
+
 _KERNEL_LIST = (
     Kernel(
         name="gaussian",
@@ -188,6 +207,7 @@ _KERNEL_LIST = (
         support=np.inf,
         log_integral=lambda d: 0.5 * d * np.log(2.0 * np.pi),
         log_slope=-0.5,
+        integrated_profile=ndtr,
     ),
     Kernel(
         name="tophat",
@@ -199,6 +219,7 @@ _KERNEL_LIST = (
         support=1.0,
         log_integral=_log_ball_volume,
         aliases=("boxcar",),
+        integrated_profile=lambda t: 0.5 * (1.0 + _clipped(t)),
     ),
     Kernel(
         name="epanechnikov",
@@ -209,6 +230,7 @@ _KERNEL_LIST = (
         log_profile_inverse=lambda level: 1.0 - np.exp(level),
         support=1.0,
         log_integral=lambda d: _log_ball_volume(d) + np.log(2.0 / (d + 2.0)),
+        integrated_profile=lambda t: 0.25 * (2.0 + 3.0 * _clipped(t) - _clipped(t) ** 3),
     ),
     Kernel(
         name="exponential",
@@ -220,6 +242,7 @@ _KERNEL_LIST = (
         support=np.inf,
         log_integral=lambda d: _log_sphere_area(d) + gammaln(d),
         exact_near_zero=True,
+        integrated_profile=_exponential_cdf,
     ),
     Kernel(
         name="linear",
@@ -234,6 +257,7 @@ _KERNEL_LIST = (
         log_integral=lambda d: _log_sphere_area(d) - np.log(d * (d + 1.0)),
         exact_near_zero=True,
         aliases=("triangular",),
+        integrated_profile=_linear_cdf,
     ),
     Kernel(
         name="cosine",
@@ -244,6 +268,7 @@ _KERNEL_LIST = (
         log_profile_inverse=lambda level: (2.0 / np.pi * np.arccos(np.exp(level))) ** 2,
         support=1.0,
         log_integral=_cosine_log_integral,
+        integrated_profile=lambda t: 0.5 * (1.0 + np.sin(0.5 * np.pi * _clipped(t))),
     ),
 )
 
