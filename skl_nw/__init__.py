@@ -11,6 +11,7 @@ without notice.
 
 Estimators (scikit-learn compatible)
     NadarayaWatsonRegressor: kernel-weighted mean of the targets.
+    KernelQuantileRegressor: conditional quantiles of the same weights.
     LocalPolynomialRegressor: weighted least-squares polynomial at each query.
     ParzenClassifier: class probabilities by Parzen windows.
     BandwidthSearchCV: bandwidth selection by leave-one-out or cross-validation.
@@ -34,6 +35,7 @@ from ._estimators import NadarayaWatsonRegressor, rule_of_thumb
 from ._kernels import KERNELS, Kernel, get_kernel
 from ._local_poly import LocalPolynomialRegressor
 from ._parzen import ParzenClassifier
+from ._quantile import KernelQuantileRegressor
 from ._search import BandwidthSearchCV
 from ._significance import SignificanceResult, significance_test
 
@@ -43,6 +45,7 @@ __all__ = [
     "BandwidthSearchCV",
     "KERNELS",
     "Kernel",
+    "KernelQuantileRegressor",
     "LocalPolynomialRegressor",
     "NadarayaWatsonRegressor",
     "ParzenClassifier",
