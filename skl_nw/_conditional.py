@@ -231,7 +231,8 @@ class _ConditionalMixin:
         array([[0.009, 0.5  , 0.991]])
         """
         Q, mix = self._distribution(X)
-        return self._expect(Q, y_values, mix.cdf_terms)
+        # A ratio of sums may round a hair past 1 (or below 0 by cancellation): clip.
+        return np.clip(self._expect(Q, y_values, mix.cdf_terms), 0.0, 1.0)
 
     def predict_pdf(self, X: ArrayLike, y_values: ArrayLike) -> np.ndarray:
         """Conditional density ``f(y | x) = sum_i alpha_i(x) K_{h_y}(y - y_i)``.
