@@ -176,7 +176,7 @@ def _crps_dense(sample, weights, obs, h):
 
 @pytest.mark.parametrize("y_bandwidth", [0.0, 0.25])
 def test_loo_crps_equals_refits(y_bandwidth):
-    X, y, rng = _data(25, d=1)
+    X, y, rng = _data(15, d=1)
     w = rng.uniform(0.5, 2, len(y))
     search = BandwidthSearchCV(NadarayaWatsonRegressor(y_bandwidth=y_bandwidth),
                                criterion="crps", bandwidths=[0.4])  # fmt: skip
