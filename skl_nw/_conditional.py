@@ -26,6 +26,10 @@ Y_RULES = ("scott", "silverman")
 # Newton steps of the smoothed quantiles stop below this many y bandwidths.
 _QUANTILE_RTOL = 1e-11
 _MAX_ITER = 200
+# The quantiles' first guesses: F pooled on this many y values, reaching this many
+# y bandwidths beyond the data (the Gaussian's G is 1e-19 there).
+_GRID_NODES = 64
+_GRID_REACH = 9.0
 # Bytes of temporaries per (query, training row) of a chunk: weights, their
 # sorted copy, one kernel block.
 _BYTES_PER_PAIR = 32
@@ -145,31 +149,38 @@ class Weights:
         out[~(total[:, 0] > 0)] = np.nan
         return out
 
-    def smoothed_quantiles(self, taus: np.ndarray) -> np.ndarray:
+    def smoothed_quantiles(self, taus: np.ndarray, start=None) -> np.ndarray:
         """Roots of ``F(y | x) = tau``: safeguarded Newton over the whole (mc, q) array.
 
-        Starts at the weighted empirical quantile; keeps a bracket
-        ``F(lo) < tau <= F(hi)`` and bisects where a Newton step leaves it
-        (or the density is 0), so that the smallest root is found.
+        Starts at ``start = (T, lo, hi)`` (a first guess inside a bracket
+        ``F(lo) < tau <= F(hi)``), else at the weighted empirical quantile
+        inside the whole data's bracket; bisects where a Newton step leaves
+        the bracket (or the density is 0), so that the smallest root is found.
         """
         mix = self.mix
-        T = self.empirical_quantiles(taus)
         low, high = mix.bracket()
-        lo, hi = np.full(T.shape, low), np.full(T.shape, high)
+        if start is None:
+            T = self.empirical_quantiles(taus)
+            lo, hi = np.full(T.shape, low), np.full(T.shape, high)
+        else:
+            T, lo, hi = (a.copy() for a in start)
         tol = _QUANTILE_RTOL * mix.h
         nan = np.isnan(T)
         T[nan] = 0.5 * (low + high)
+        done = np.zeros(T.shape, bool)
         for _ in range(_MAX_ITER):
             F = self.expect(T, mix.cdf_terms)
             f = self.expect(T, mix.pdf_terms)
             below = F < taus
             lo, hi = np.where(below, T, lo), np.where(below, hi, T)
             with np.errstate(invalid="ignore", divide="ignore"):
-                new = T - (F - taus) / f
-            bad = ~((new > lo) & (new < hi))
+                step = (F - taus) / f
+            small = np.abs(step) <= tol  # converged: a step within rounding of T
+            new = T - step
+            bad = ~small & ~((new > lo) & (new < hi))
             new = np.where(bad, 0.5 * (lo + hi), new)
-            done = (np.abs(new - T) <= tol) | (hi - lo <= tol)
-            T = new
+            T = np.where(done, T, new)
+            done |= small | (hi - lo <= tol)
             if done.all():
                 break
         T[nan] = np.nan
@@ -306,11 +317,20 @@ class _ConditionalMixin:
         taus = check_quantiles(quantiles, open_interval=mix.h > 0)
         order = np.argsort(taus, kind="stable")
         out = np.empty((len(Q), len(taus)))
+        levels = taus[order]
+        grid = F_grid = None
+        if mix.h > 0:  # a first guess and a bracket from F pooled on a shared grid
+            low, high = mix.bracket()
+            reach = min(_GRID_REACH, (mix.sorted[0] - low) / mix.h)
+            grid = np.linspace(mix.sorted[0] - reach * mix.h, mix.sorted[-1] + reach * mix.h,
+                               _GRID_NODES)  # fmt: skip
+            F_grid = self._grid_expect(Q, grid, mix.cdf_terms)
         for rows, weights in self._weight_chunks(Q, mix):
             if mix.h == 0:
-                out[rows] = weights.empirical_quantiles(taus[order])
+                out[rows] = weights.empirical_quantiles(levels)
             else:
-                out[rows] = weights.smoothed_quantiles(taus[order])
+                start = grid_start(F_grid[rows], grid, levels, mix.bracket())
+                out[rows] = weights.smoothed_quantiles(levels, start)
         # Roots found to a tolerance: no crossing, by construction.
         out = np.fmax.accumulate(out, axis=1)
         result = np.empty_like(out)
@@ -351,6 +371,25 @@ class _ConditionalMixin:
             A = _engine.attention(Q[rows], train, self._kernel, fallback=self.fallback,
                                   sparse=bool(train.trees), options=options)  # fmt: skip
             yield rows, Weights(A, mix)
+
+
+def grid_start(F: np.ndarray, grid: np.ndarray, taus: np.ndarray, bracket) -> tuple:
+    """First guesses and brackets of the roots of ``F = tau`` from ``F`` on a grid: three (m, q).
+
+    The bracket is the grid cell where ``F`` crosses ``tau`` (the whole
+    ``bracket`` beyond the grid's ends); the guess interpolates linearly in it.
+    """
+    k = np.count_nonzero(F[:, None, :] < taus[None, :, None], axis=2)  # (m, q)
+    K = len(grid)
+    rows = np.arange(len(F))[:, None]
+    lo = np.where(k > 0, grid[np.maximum(k - 1, 0)], bracket[0])
+    hi = np.where(k < K, grid[np.minimum(k, K - 1)], bracket[1])
+    F_lo = np.where(k > 0, F[rows, np.maximum(k - 1, 0)], 0.0)
+    F_hi = np.where(k < K, F[rows, np.minimum(k, K - 1)], 1.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frac = np.clip((taus - F_lo) / (F_hi - F_lo), 0.0, 1.0)
+    T = lo + np.nan_to_num(frac, nan=0.5) * (hi - lo)
+    return T, lo, hi
 
 
 def check_quantiles(quantiles, open_interval: bool) -> np.ndarray:
