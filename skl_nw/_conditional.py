@@ -389,6 +389,7 @@ def grid_start(F: np.ndarray, grid: np.ndarray, taus: np.ndarray, bracket) -> tu
     with np.errstate(invalid="ignore", divide="ignore"):
         frac = np.clip((taus - F_lo) / (F_hi - F_lo), 0.0, 1.0)
     T = lo + np.nan_to_num(frac, nan=0.5) * (hi - lo)
+    T[np.isnan(F).any(axis=1)] = np.nan  # fallback="nan": an empty query stays NaN
     return T, lo, hi
 
 
