@@ -114,16 +114,35 @@ class Weights:
             self.sorted_y = None
             self.count = np.full(len(A), A.shape[1])
 
-    def expect(self, T: np.ndarray, terms) -> np.ndarray:
-        """``sum_i alpha_i terms(T[:, j] - y_i)`` for every row and column of ``T``: (mc, k)."""
-        out = np.empty(T.shape)
+    def expect(self, T: np.ndarray, *terms, active=None) -> list[np.ndarray]:
+        """``sum_i alpha_i term(T[:, j] - y_i)`` for each of ``terms``: (mc, k) arrays.
+
+        ``active`` (a boolean (mc, k) mask) computes those entries only (the
+        others are NaN); the differences are formed once for every term.
+        """
+        outs = [np.full(T.shape, np.nan) for _ in terms]
         y = self.mix.y
         for j in range(T.shape[1]):
+            rows = None if active is None else np.flatnonzero(active[:, j])
+            if rows is not None and not len(rows):
+                continue
             if self.dense is not None:
-                out[:, j] = np.einsum("ij,ij->i", self.dense, terms(T[:, j, None] - y))
+                A = self.dense if rows is None else self.dense[rows]
+                D = (T[:, j] if rows is None else T[rows, j])[:, None] - y
+                for out, term in zip(outs, terms, strict=True):
+                    out[slice(None) if rows is None else rows, j] = np.einsum(
+                        "ij,ij->i", A, term(D)
+                    )
             else:
-                vals = self.data * terms(T[self.row, j] - y[self.col])
-                out[:, j] = np.bincount(self.row, vals, minlength=len(T))
+                keep = slice(None) if rows is None else np.isin(self.row, rows)
+                row, D = self.row[keep], T[self.row[keep], j] - y[self.col[keep]]
+                for out, term in zip(outs, terms, strict=True):
+                    sums = np.bincount(row, self.data[keep] * term(D), minlength=len(T))
+                    if rows is None:
+                        out[:, j] = sums
+                    else:
+                        out[rows, j] = sums[rows]
+        return outs
         return out
 
     def empirical_quantiles(self, taus: np.ndarray) -> np.ndarray:
@@ -169,8 +188,7 @@ class Weights:
         T[nan] = 0.5 * (low + high)
         done = np.zeros(T.shape, bool)
         for _ in range(_MAX_ITER):
-            F = self.expect(T, mix.cdf_terms)
-            f = self.expect(T, mix.pdf_terms)
+            F, f = self.expect(T, mix.cdf_terms, mix.pdf_terms, active=~done)
             below = F < taus
             lo, hi = np.where(below, T, lo), np.where(below, hi, T)
             with np.errstate(invalid="ignore", divide="ignore"):
@@ -343,7 +361,7 @@ class _ConditionalMixin:
             return self._grid_expect(Q, T, terms)
         out = np.empty(T.shape)
         for rows, weights in self._weight_chunks(Q, self._mixture):
-            out[rows] = weights.expect(T[rows], terms)
+            out[rows] = weights.expect(T[rows], terms)[0]
         return out
 
     def _grid_expect(self, Q: np.ndarray, t: np.ndarray, terms) -> np.ndarray:
