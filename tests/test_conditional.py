@@ -9,7 +9,12 @@ from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from skl_nw import BandwidthSearchCV, KernelQuantileRegressor, NadarayaWatsonRegressor
+from skl_nw import (
+    BandwidthSearchCV,
+    KernelQuantileRegressor,
+    NadarayaWatsonRegressor,
+    ParzenClassifier,
+)
 from skl_nw._kernels import kernel_names
 
 TAUS = np.array([0.05, 0.3, 0.5, 0.77, 0.95])
@@ -208,6 +213,10 @@ def test_loo_pinball_equals_refits_and_search_selects():
     assert set(full.best_params_) == {"bandwidth", "y_bandwidth"}
     assert full.best_estimator_.y_bandwidth_ == full.best_params_["y_bandwidth"]
     assert np.isclose(full.cv_results_["mean_test_score"].max(), full.best_score_)
+    np.testing.assert_array_equal(full.predict_quantiles(X[:5], taus),
+                                  full.best_estimator_.predict_quantiles(X[:5], taus))  # fmt: skip
+    assert hasattr(full, "predict_cdf") and hasattr(full, "predict_pdf")
+    assert not hasattr(BandwidthSearchCV(ParzenClassifier()), "predict_quantiles")
 
 
 def test_quantile_regressor_in_scikit_learn_tools():
