@@ -30,6 +30,8 @@ _MAX_ITER = 200
 # y bandwidths beyond the data (the Gaussian's G is 1e-19 there).
 _GRID_NODES = 64
 _GRID_REACH = 9.0
+# Weights sorted and cumulated per block of rows: this many (16 MiB).
+_BLOCK_ELEMENTS = 2**21
 # Bytes of temporaries per (query, training row) of a chunk: weights, their
 # sorted copy, one kernel block.
 _BYTES_PER_PAIR = 32
@@ -110,7 +112,7 @@ class Weights:
             self.dense = None
         else:
             self.dense = A
-            self.sorted_w = A[:, mix.order]
+            self.sorted_w = None  # sorted a block of rows at a time (empirical_quantiles)
             self.sorted_y = None
             self.count = np.full(len(A), A.shape[1])
 
@@ -143,7 +145,6 @@ class Weights:
                     else:
                         out[rows, j] = sums[rows]
         return outs
-        return out
 
     def empirical_quantiles(self, taus: np.ndarray) -> np.ndarray:
         """Weighted inverted-CDF quantiles: the smallest ``y_i`` whose weight sum reaches ``tau``.
@@ -152,20 +153,38 @@ class Weights:
         computed as numpy does (cumulative sums in ``y`` order, normalised by
         the last); NaN for a NaN row (``fallback="nan"``).
         """
-        C = np.cumsum(self.sorted_w, axis=1)
-        total = C[:, -1:].copy()
-        with np.errstate(invalid="ignore", divide="ignore"):
-            C /= total
-        out = np.empty((len(C), len(taus)))
-        last = np.maximum(self.count - 1, 0)
-        rows = np.arange(len(C))
-        for j, tau in enumerate(taus):
-            index = np.minimum(np.count_nonzero((C < tau) | (C == 0), axis=1), last)
-            if self.sorted_y is None:
-                out[:, j] = self.mix.sorted[index]
+        m = len(self.count)
+        width = self.dense.shape[1] if self.dense is not None else self.sorted_w.shape[1]
+        out = np.empty((m, len(taus)))
+        # Blocks of rows that stay in cache, with buffers reused from block to block.
+        size = max(1, _BLOCK_ELEMENTS // max(width, 1))
+        C, hit, zero = (
+            np.empty((size, width)),
+            np.empty((size, width), bool),
+            np.empty((size, width), bool),
+        )
+        for start in range(0, m, size):
+            rows = np.arange(start, min(start + size, m))
+            c, h, z = C[: len(rows)], hit[: len(rows)], zero[: len(rows)]
+            if self.dense is not None:
+                np.take(self.dense[rows[0] : rows[-1] + 1], self.mix.order, axis=1, out=c)
             else:
-                out[:, j] = self.sorted_y[rows, index]
-        out[~(total[:, 0] > 0)] = np.nan
+                c[...] = self.sorted_w[rows]
+            np.cumsum(c, axis=1, out=c)
+            total = c[:, -1:].copy()
+            with np.errstate(invalid="ignore", divide="ignore"):
+                c /= total
+            np.equal(c, 0.0, out=z)
+            last = np.maximum(self.count[rows] - 1, 0)
+            for j, tau in enumerate(taus):
+                np.less(c, tau, out=h)
+                h |= z
+                index = np.minimum(np.count_nonzero(h, axis=1), last)
+                if self.sorted_y is None:
+                    out[rows, j] = self.mix.sorted[index]
+                else:
+                    out[rows, j] = self.sorted_y[rows, index]
+            out[rows[~(total[:, 0] > 0)]] = np.nan
         return out
 
     def smoothed_quantiles(self, taus: np.ndarray, start=None) -> np.ndarray:
