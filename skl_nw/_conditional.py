@@ -129,12 +129,14 @@ class Weights:
             if rows is not None and not len(rows):
                 continue
             if self.dense is not None:
-                A = self.dense if rows is None else self.dense[rows]
-                D = (T[:, j] if rows is None else T[rows, j])[:, None] - y
-                for out, term in zip(outs, terms, strict=True):
-                    out[slice(None) if rows is None else rows, j] = np.einsum(
-                        "ij,ij->i", A, term(D)
-                    )
+                rows = np.arange(len(T)) if rows is None else rows
+                # Blocks of rows small enough to be reused by the allocator.
+                size = max(1, _BLOCK_ELEMENTS // max(len(y), 1))
+                for start in range(0, len(rows), size):
+                    r = rows[start : start + size]
+                    A, D = self.dense[r], T[r, j, None] - y
+                    for out, term in zip(outs, terms, strict=True):
+                        out[r, j] = np.einsum("ij,ij->i", A, term(D))
             else:
                 keep = slice(None) if rows is None else np.isin(self.row, rows)
                 row, D = self.row[keep], T[self.row[keep], j] - y[self.col[keep]]
