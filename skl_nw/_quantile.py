@@ -69,7 +69,8 @@ y_bandwidth, y_kernel
     D² keeps R²'s scale (1 best, 0 for a constant), as scikit-learn's
     regressors' ``score`` is read.  ``BandwidthSearchCV(...,
     criterion="pinball")`` chooses the bandwidths by the closed-form
-    leave-one-out pinball loss.
+    leave-one-out pinball loss; its default ``criterion="loo"`` would choose
+    them for the mean (the squared error of the leave-one-out means).
 
     Examples
     --------
