@@ -99,7 +99,8 @@ def bench_selection(n: int, repeat: int) -> str:
 
     rng = np.random.default_rng(2)
     X = rng.uniform(-2, 2, size=(n, 2))
-    y = np.sin(2 * X[:, 0]) + (0.1 + 0.4 * np.abs(X[:, 0])) * rng.normal(size=n)
+    # Both features matter (with an irrelevant one, cv_ml wanders to h ~ 1e6 for minutes).
+    y = np.sin(2 * X[:, 0]) + 0.5 * X[:, 1] + (0.1 + 0.4 * np.abs(X[:, 0])) * rng.normal(size=n)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         kde, t_sm = timings(lambda: KDEMultivariateConditional(
