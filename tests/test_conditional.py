@@ -233,3 +233,18 @@ def test_quantile_regressor_in_scikit_learn_tools():
     cv = BandwidthSearchCV(NadarayaWatsonRegressor(y_bandwidth=0.2), criterion="crps",
                            cv=3, bandwidths=[0.2, 0.5]).fit(X, y)  # fmt: skip
     assert cv.best_params_["y_bandwidth"] == 0.2
+
+
+@pytest.mark.parametrize("algorithm", ["brute", "kd_tree"])
+def test_mixed_data_quantiles_invert_the_cdf(algorithm):
+    X, y, rng = _data(60)
+    X[:, 1] = rng.integers(0, 3, size=len(X))
+    reg = NadarayaWatsonRegressor([0.5, 0.2], algorithm=algorithm, categorical_features=[1],
+                                  y_bandwidth=0.2, kernel="epanechnikov")  # fmt: skip
+    reg.fit(X, y)
+    Xq = np.column_stack([rng.uniform(-2, 2, 8), rng.integers(0, 3, 8)])
+    Q = reg.predict_quantiles(Xq, TAUS)
+    np.testing.assert_allclose(reg.predict_cdf(Xq, Q), np.tile(TAUS, (8, 1)), atol=1e-9)
+    brute = NadarayaWatsonRegressor([0.5, 0.2], algorithm="brute", categorical_features=[1],
+                                    y_bandwidth=0.2, kernel="epanechnikov").fit(X, y)  # fmt: skip
+    np.testing.assert_allclose(Q, brute.predict_quantiles(Xq, TAUS), atol=1e-9)
