@@ -219,6 +219,7 @@ def test_loo_pinball_equals_refits_and_search_selects():
     assert not hasattr(BandwidthSearchCV(ParzenClassifier()), "predict_quantiles")
 
 
+@pytest.mark.filterwarnings("ignore:The selected bandwidth")  # a 2-candidate grid's end
 def test_quantile_regressor_in_scikit_learn_tools():
     X, y, _ = _data(60, d=1)
     reg = KernelQuantileRegressor(0.8, bandwidth=0.4)
