@@ -13,6 +13,7 @@ import sys
 # name -> module exposing main(argv); imported only when chosen.
 BENCHMARKS = {
     "binned": "benchmarks.bench_binned",
+    "conditional": "benchmarks.bench_conditional",
     "coverage": "benchmarks.bench_coverage",
     "engine": "benchmarks.bench_engine",
     "inference": "benchmarks.bench_inference",

@@ -11,6 +11,7 @@ without notice.
 
 Estimators (scikit-learn compatible)
     NadarayaWatsonRegressor: kernel-weighted mean of the targets.
+    KernelQuantileRegressor: conditional quantiles of the same weights.
     LocalPolynomialRegressor: weighted least-squares polynomial at each query.
     ParzenClassifier: class probabilities by Parzen windows.
     BandwidthSearchCV: bandwidth selection by leave-one-out or cross-validation.
@@ -40,6 +41,7 @@ from ._smoothers import _local_poly, _nadaraya_watson, _parzen
 from ._smoothers._local_poly import LocalPolynomialRegressor
 from ._smoothers._nadaraya_watson import NadarayaWatsonRegressor, rule_of_thumb
 from ._smoothers._parzen import ParzenClassifier
+from ._smoothers._quantile import KernelQuantileRegressor
 
 # Pickles made before the subpackages name the estimators' old modules: they still load.
 for _old, _new in {
@@ -58,6 +60,7 @@ __all__ = [
     "BandwidthSearchCV",
     "KERNELS",
     "Kernel",
+    "KernelQuantileRegressor",
     "LocalPolynomialRegressor",
     "NadarayaWatsonRegressor",
     "ParzenClassifier",

@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 from scipy import integrate
-from scipy.special import comb, gammaln
+from scipy.special import comb, gammaln, ndtr
 
 __all__ = [
     "DISCRETE_KERNELS",
@@ -96,6 +96,10 @@ class Kernel:
         ``(a, b)`` when ``K(u) = (1 - u^a)^b`` for ``u < 1`` and 0 beyond
         (``a`` in 1, 2, 3): the compiled window path of nearest-neighbour
         spans evaluates such a kernel in its loop.  None for the others.
+    integrated_profile : callable or None
+        ``t -> G(t) = int_{-inf}^t K(|u|) du / int K(|u|) du``, the kernel's
+        distribution function in one dimension (the smoothed step of a
+        conditional distribution's ``y``), from ``power_form`` when not given.
     """
 
     name: str
@@ -110,6 +114,11 @@ class Kernel:
     exact_near_zero: bool = False
     aliases: tuple[str, ...] = ()
     power_form: tuple[int, int] | None = None
+    integrated_profile: ArrayFn | None = None
+
+    def __post_init__(self) -> None:
+        if self.integrated_profile is None and self.power_form is not None:
+            object.__setattr__(self, "integrated_profile", _power_cdf(*self.power_form))
 
     def __repr__(self) -> str:
         # The data fields only: the functions' reprs are lambdas and addresses.
@@ -182,6 +191,24 @@ def _root_derivative(s: np.ndarray, factor: ArrayFn) -> np.ndarray:
         return -factor(s) / (2.0 * u)
 
 
+def _exponential_cdf(t: np.ndarray) -> np.ndarray:
+    e = 0.5 * np.exp(-np.abs(t))
+    return np.where(t < 0, e, 1.0 - e)
+
+
+def _power_cdf(a: int, b: int):
+    """Return ``G`` of ``K(u) = (1 - |u|^a)^b`` on ``[-1, 1]``: a polynomial (``power_form``)."""
+    terms = [((-1.0) ** j * comb(b, j), a * j + 1) for j in range(b + 1)]
+    half = sum(c / p for c, p in terms)  # the integral over [0, 1]
+
+    def cdf(t: np.ndarray) -> np.ndarray:
+        x = np.abs(np.clip(t, -1.0, 1.0))
+        inner = sum(c * x**p / p for c, p in terms) / (2.0 * half)
+        return 0.5 + np.where(t < 0, -inner, inner)
+
+    return cdf
+
+
 _KERNEL_LIST = (
     Kernel(
         name="gaussian",
@@ -193,6 +220,7 @@ _KERNEL_LIST = (
         support=np.inf,
         log_integral=lambda d: 0.5 * d * np.log(2.0 * np.pi),
         log_slope=-0.5,
+        integrated_profile=ndtr,
     ),
     Kernel(
         name="tophat",
@@ -227,6 +255,7 @@ _KERNEL_LIST = (
         support=np.inf,
         log_integral=lambda d: _log_sphere_area(d) + gammaln(d),
         exact_near_zero=True,
+        integrated_profile=_exponential_cdf,
     ),
     Kernel(
         name="linear",
@@ -252,6 +281,7 @@ _KERNEL_LIST = (
         log_profile_inverse=lambda level: (2.0 / np.pi * np.arccos(np.exp(level))) ** 2,
         support=1.0,
         log_integral=_cosine_log_integral,
+        integrated_profile=lambda t: 0.5 * (1.0 + np.sin(0.5 * np.pi * np.clip(t, -1.0, 1.0))),
     ),
 )
 

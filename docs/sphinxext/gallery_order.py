@@ -15,6 +15,8 @@ ORDER = [
     "plot_relevance_determination.py",
     "plot_confidence_bands.py",
     "plot_significance_test.py",
+    "plot_conditional_quantiles.py",
+    "plot_conformal_quantiles.py",
     "plot_binned_smoothing.py",
 ]
 

@@ -5,7 +5,7 @@ A local polynomial fit is a linear smoother: at a query ``q`` it predicts
 ``l_i(q) = w_i K_i phi(x_i - q) . a(q) / sum_j w_j K_j``, where
 ``a = G^-1 e_1`` solves the local problem (:func:`skl_nw._engine._local_fit.solve`,
 its degree reduction included).  :class:`_LocalInferenceMixin` implements the
-hooks of :class:`skl_nw._inference_api._SmootherInferenceMixin` from the same
+hooks of :class:`skl_nw._inference._methods._SmootherInferenceMixin` from the same
 moment sums as ``predict``; the estimator provides ``_local``,
 ``_coefficients``, ``_fit_degree`` and ``_gradient``.
 """

@@ -19,6 +19,7 @@ from .._smoothers._base import check_weights
 from . import _mixed, _span
 from ._auto import centred_candidates, resolve_method
 from ._candidates import _Candidates
+from ._crps import DISTRIBUTION_CRITERIA, fit_distribution
 from ._delegation import _Delegation
 from ._gradient import _Fitting
 from ._grid import _Grid
@@ -135,6 +136,16 @@ class BandwidthSearchCV(
         ``best_score_`` and ``mean_test_score`` then hold the negated
         criterion.  They need ``method="grid"`` and
         ``cv="loo"`` and take no ``scoring``.
+        "crps" (a :class:`NadarayaWatsonRegressor`) and "pinball" (a
+        :class:`KernelQuantileRegressor`) score the predictive distribution
+        instead: the leave-one-out continuous ranked probability score, or the
+        pinball loss of the leave-one-out quantiles, in closed form from the
+        attention weights (``cv="loo"``; GridSearchCV for any other ``cv``).
+        They choose ``bandwidth`` and, when the estimator's ``y_bandwidth`` is
+        a rule, ``y_bandwidth`` too (1/16 to 2 times the rule), alternating
+        scans of the two grids; ``best_params_`` holds both.  At
+        ``y_bandwidth=0`` the CRPS is the weighted empirical one.  See the
+        user guide's "Conditional distributions and quantiles".
     per_feature : bool or "auto", default="auto"
         For ``method="sgd"`` and ``"lbfgs"``: learn one bandwidth per feature (True) or one
         common multiple of the rule of thumb (False).  "auto": per feature for
@@ -291,7 +302,7 @@ class BandwidthSearchCV(
         "spans": ["array-like", None],
         "cv": ["cv_object", StrOptions({"loo"})],
         "scoring": [StrOptions(set(get_scorer_names())), callable, None],
-        "criterion": [StrOptions(set(CRITERIA))],
+        "criterion": [StrOptions({*CRITERIA, *DISTRIBUTION_CRITERIA})],
         "per_feature": ["boolean", StrOptions({"auto"})],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
@@ -368,6 +379,8 @@ class BandwidthSearchCV(
         step = _nw_step(self.estimator)
         if step is None:
             raise ValueError(_ESTIMATOR_ERROR.format(type(self.estimator).__name__))
+        if self.criterion in DISTRIBUTION_CRITERIA:  # proper scores of the distribution
+            return fit_distribution(self, X, y, sample_weight)
         loo_cv = isinstance(self.cv, str) and self.cv == "loo"
         self._check_criterion(is_classifier(self.estimator))
         if self.method not in ("grid", "auto") and not loo_cv:

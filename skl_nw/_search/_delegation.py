@@ -58,6 +58,63 @@ class _Delegation:
         check_is_fitted(self)
         return self.best_estimator_.predict(X, **kwargs)
 
+    @available_if(_estimator_has("predict_quantiles"))
+    def predict_quantiles(self, X: ArrayLike, quantiles: ArrayLike) -> np.ndarray:
+        """Conditional quantiles of the best estimator (see its ``predict_quantiles``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            Queries.
+        quantiles : float or array-like of shape (q,)
+            Levels.
+
+        Returns
+        -------
+        ndarray of shape (n_queries, q)
+            ``best_estimator_.predict_quantiles(X, quantiles)``.
+        """
+        check_is_fitted(self)
+        return self.best_estimator_.predict_quantiles(X, quantiles)
+
+    @available_if(_estimator_has("predict_cdf"))
+    def predict_cdf(self, X: ArrayLike, y_values: ArrayLike) -> np.ndarray:
+        """Conditional distribution function of the best estimator (see its ``predict_cdf``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            Queries.
+        y_values : array-like of shape (k,) or (n_queries, k)
+            The y values.
+
+        Returns
+        -------
+        ndarray of shape (n_queries, k)
+            ``best_estimator_.predict_cdf(X, y_values)``.
+        """
+        check_is_fitted(self)
+        return self.best_estimator_.predict_cdf(X, y_values)
+
+    @available_if(_estimator_has("predict_pdf"))
+    def predict_pdf(self, X: ArrayLike, y_values: ArrayLike) -> np.ndarray:
+        """Conditional density of the best estimator (see its ``predict_pdf``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            Queries.
+        y_values : array-like of shape (k,) or (n_queries, k)
+            The y values.
+
+        Returns
+        -------
+        ndarray of shape (n_queries, k)
+            ``best_estimator_.predict_pdf(X, y_values)``.
+        """
+        check_is_fitted(self)
+        return self.best_estimator_.predict_pdf(X, y_values)
+
     @available_if(_estimator_has("predict_interval"))
     def predict_interval(self, X: ArrayLike, **kwargs) -> np.ndarray:
         """Pointwise confidence intervals of the best estimator's fit.

@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+from numbers import Real
+
 from numpy.typing import ArrayLike
 from sklearn.base import _fit_context
-from sklearn.utils._param_validation import StrOptions
+from sklearn.utils._param_validation import Interval, StrOptions
 
+from .._inference._conditional import Y_RULES, _ConditionalMixin
 from .._inference._diagnostics import _SummaryMixin
 from .._inference._methods import _NWInferenceMixin
+from .._kernels import KERNELS
 from . import _loess
 from ._base import _NWBase, _RegressorMixin, check_weights, rule_of_thumb
 
 __all__ = ["NadarayaWatsonRegressor", "check_weights", "rule_of_thumb"]
 
 
-class NadarayaWatsonRegressor(_SummaryMixin, _NWInferenceMixin, _RegressorMixin, _NWBase):
+class NadarayaWatsonRegressor(
+    _ConditionalMixin, _SummaryMixin, _NWInferenceMixin, _RegressorMixin, _NWBase
+):
     """Nadaraya–Watson kernel regression: attention pooling of the targets.
 
     The prediction at a query ``q`` is the attention-weighted average of the
@@ -122,6 +128,20 @@ default="from_dtype"
         (``0 <= lambda <= 1``).  ``lambda = 0`` smooths nothing (only the
         query's own category counts); the largest ``lambda`` of the
         Aitchison–Aitken and Li–Racine kernels ignores the feature.
+    y_bandwidth : float >= 0 or {"scott", "silverman"}, default="scott"
+        Smoothing ``h_y`` of the predictive distribution of a 1-D ``y``
+        (:meth:`predict_cdf`, :meth:`predict_pdf`, :meth:`predict_quantiles`):
+        ``F(y | x) = sum_i alpha_i(x) G((y - y_i) / h_y)``.  0 gives the
+        weighted empirical distribution of the targets (no density).  The
+        default, Scott's rule for the joint density of ``(x, y)``
+        (``scale(y) n^(-1 / (d + 5))``, as statsmodels' conditional densities),
+        gives a distribution with a density and quantiles that move smoothly
+        with ``x``; it is a marginal rule, so it over-smooths where the
+        conditional spread is much smaller than the marginal one: choose it
+        with ``BandwidthSearchCV(criterion="crps")``.  The mean prediction
+        does not depend on it.
+    y_kernel : str, default="gaussian"
+        Kernel ``G`` integrates (any name of ``kernel``).
 
     Attributes
     ----------
@@ -148,9 +168,12 @@ default="from_dtype"
         The neighbour count ``k`` of ``span`` (None without it).
     robust_weights_ : ndarray of shape (n_samples,)
         The robustness weights of the last fit (all ones without iterations).
+    y_bandwidth_ : float or None
+        The resolved ``y_bandwidth`` (None for a 2-D ``y``).
 
     See Also
     --------
+    KernelQuantileRegressor : Conditional quantiles as predictions.
     ParzenClassifier : The same attention pooling applied to one-hot labels.
     BandwidthSearchCV : Choose ``bandwidth`` by closed-form leave-one-out or SGD.
     sklearn.neighbors.KNeighborsRegressor : Uniform weights over k neighbours.
@@ -188,6 +211,8 @@ default="from_dtype"
         "fallback": [StrOptions({"nearest", "nan"})],
         **_loess.SPAN_CONSTRAINTS,
         **_loess.ROBUST_CONSTRAINTS,
+        "y_bandwidth": [Interval(Real, 0, None, closed="left"), StrOptions(set(Y_RULES))],
+        "y_kernel": [StrOptions(set(KERNELS))],
     }
 
     def __init__(
@@ -207,6 +232,8 @@ default="from_dtype"
         ordered_kernel: str = "wang_van_ryzin",
         span: float | None = None,
         robust_iterations: int = 0,
+        y_bandwidth: float | str = "scott",
+        y_kernel: str = "gaussian",
     ) -> None:
         self.bandwidth = bandwidth
         self.kernel = kernel
@@ -222,6 +249,8 @@ default="from_dtype"
         self.ordered_kernel = ordered_kernel
         self.span = span
         self.robust_iterations = robust_iterations
+        self.y_bandwidth = y_bandwidth
+        self.y_kernel = y_kernel
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None):
@@ -246,6 +275,7 @@ default="from_dtype"
         Xs, w = self._fit_inputs(X, sample_weight)
         self._y_1d = y.ndim == 1
         _loess.build(self, X_in, Xs, w, y.reshape(len(y), -1))
+        self._fit_distribution(y, w)
         return self
 
     def predict(self, X: ArrayLike, return_std: bool = False):

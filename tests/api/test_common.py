@@ -9,6 +9,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skl_nw import (
     BandwidthSearchCV,
+    KernelQuantileRegressor,
     LocalPolynomialRegressor,
     NadarayaWatsonRegressor,
     ParzenClassifier,
@@ -43,6 +44,8 @@ ESTIMATORS += [
     BandwidthSearchCV(LocalPolynomialRegressor(), method="sgd", max_iter=25),
     BandwidthSearchCV(LocalPolynomialRegressor(), method="lbfgs", max_iter=25),
 ]
+
+ESTIMATORS += [KernelQuantileRegressor(), KernelQuantileRegressor(y_bandwidth=0.0)]
 
 
 @parametrize_with_checks(ESTIMATORS)

@@ -1,0 +1,307 @@
+"""Selection by proper scores of the predictive distribution: leave-one-out CRPS and pinball.
+
+``BandwidthSearchCV(criterion="crps")`` scores a candidate ``(h, h_y)`` by
+the continuous ranked probability score of each training target under the
+leave-one-out mixture ``F_{-i}(y) = sum_{j != i} a_ij G((y - y_j) / h_y)``
+(``a_ij`` the attention weights of ``x_i`` without row ``i``, renormalised);
+``criterion="pinball"`` scores a :class:`KernelQuantileRegressor` by the
+pinball loss of its leave-one-out quantiles.  Both are closed forms of the
+attention weights of the training points: no refit per row.
+
+The CRPS of a mixture of Gaussians (Grimit et al. 2006) is
+``sum_j a_j A(y - y_j, h_y) - 1/2 sum_jk a_j a_k A(y_j - y_k, sqrt(2) h_y)``
+with ``A(m, s) = E|m + s Z| = m (2 Phi(m / s) - 1) + 2 s phi(m / s)``; at
+``h_y = 0`` it is the weighted empirical CRPS
+``sum_j a_j |y - y_j| - 1/2 sum_jk a_j a_k |y_j - y_k|``, whose pair sum is
+``O(n)`` per row in sorted ``y`` order (``sum_k a_k y_k (2 C_k - a_k - 1)``,
+``C`` the cumulative weights).  The Gaussian pair sum is the row's quadratic
+form with the matrix ``A(y_j - y_k, sqrt(2) h_y)``, one matrix product per
+chunk of rows.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from scipy.special import ndtr
+from scipy.stats import rankdata
+from sklearn.base import clone
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import Pipeline
+
+from .._inference._conditional import Mixture, Weights, check_y_kernel, y_bandwidth_rule
+from .._smoothers._base import check_weights
+from .._smoothers._nadaraya_watson import NadarayaWatsonRegressor
+from .._smoothers._quantile import KernelQuantileRegressor
+from ._results import edge_of, warn_at_edge
+
+__all__ = ["DISTRIBUTION_CRITERIA", "crps_rows", "fit_distribution", "pinball_rows"]
+
+DISTRIBUTION_CRITERIA = ("crps", "pinball")
+#: Multiples of the y rule of thumb searched when ``y_bandwidth`` is a rule: 1/16 to 2.
+Y_FACTORS = 2.0 ** (np.arange(-8, 3) / 2)
+# Alternate scans of h and of h_y (each over its whole grid) at most this many times.
+_MAX_ROUNDS = 4
+# The h scan scores every 4th candidate, then the neighbours of the best.
+_COARSE_STEP = 4
+# Rows of leave-one-out weights per chunk: n x this many floats, times a few.
+_CHUNK_BYTES = 2**26
+# Chunks of CRPS matrices kept between candidates (two n x chunk matrices each).
+_MAX_CACHED = 4
+
+
+def _abs_mean(mu: np.ndarray, s: float) -> np.ndarray:
+    """``E|mu + s Z|`` for standard normal ``Z``."""
+    t = mu / s
+    return mu * (2.0 * ndtr(t) - 1.0) + 2.0 * s * np.exp(-0.5 * t * t) / np.sqrt(2.0 * np.pi)
+
+
+def crps_rows(A: np.ndarray, y_obs: np.ndarray, y: np.ndarray, h: float, mats=None):
+    """CRPS of each row's mixture ``sum_j A_rj G((. - y_j) / h)`` at ``y_obs[r]``: (m,).
+
+    ``h = 0``: the weighted empirical CRPS; ``h > 0``: Gaussian components.
+    ``mats`` holds the matrices ``A(y_obs_r - y_j, h)`` and ``A(y_j - y_k,
+    sqrt(2) h)`` (built if None): they do not depend on the weights, so a
+    search over ``h`` computes them once.
+    """
+    if h == 0:
+        order = np.argsort(y, kind="stable")
+        As, ys = A[:, order], y[order]
+        C = np.cumsum(As, axis=1)
+        half_pairs = np.einsum("ij,ij->i", As * ys, 2.0 * C - As - 1.0)
+        return np.einsum("ij,ij->i", A, np.abs(y_obs[:, None] - y)) - half_pairs
+    near, pairs = mats if mats is not None else _crps_matrices(y_obs, y, h)
+    return np.einsum("ij,ij->i", A, near) - 0.5 * np.einsum("ij,ij->i", A @ pairs, A)
+
+
+def _crps_matrices(y_obs: np.ndarray, y: np.ndarray, h: float):
+    return _abs_mean(y_obs[:, None] - y, h), _abs_mean(y[:, None] - y, np.sqrt(2.0) * h)
+
+
+def pinball_rows(A: np.ndarray, y_obs: np.ndarray, mix: Mixture, taus: np.ndarray):
+    """Mean pinball loss over ``taus`` of each row's quantiles at ``y_obs[r]``: (m,)."""
+    W = Weights(A, mix)
+    Q = W.empirical_quantiles(taus) if mix.h == 0 else W.smoothed_quantiles(taus)
+    r = y_obs[:, None] - Q
+    return np.mean(np.maximum(taus * r, (taus - 1.0) * r), axis=1)
+
+
+def _take(X, rows):
+    return X.iloc[rows] if hasattr(X, "iloc") else X[rows]
+
+
+def _loo_chunks(est, X):
+    """Yield ``(rows, A)``: leave-one-out attention rows of the training points, renormalised.
+
+    Row ``i`` drops training row ``i`` by index; a row with no other point
+    of positive weight (underflow far from every point) is NaN.
+    """
+    n = len(est._mixture.y)
+    size = max(1, _CHUNK_BYTES // (8 * n))
+    for start in range(0, n, size):
+        rows = np.arange(start, min(start + size, n))
+        A = est.attention_weights(_take(X, rows))
+        A[np.arange(len(rows)), rows] = 0.0
+        total = A.sum(axis=1, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            A /= np.where(total > 0, total, np.nan)
+        yield rows, A
+
+
+def _scores(search, X, y, w, h, y_bandwidths) -> tuple[np.ndarray, np.ndarray]:
+    """Negated leave-one-out criterion and its per-row spread at ``h``, per ``h_y``: two (k,)."""
+    est = clone(search.estimator).set_params(bandwidth=h, y_bandwidth=y_bandwidths[0])
+    est.fit(X, y, sample_weight=w)
+    per_row = np.empty((len(y_bandwidths), len(y)))
+    kernel = est._y_kernel
+    for rows, A in _loo_chunks(est, X):
+        for k, hy in enumerate(y_bandwidths):
+            if search.criterion == "crps":
+                mats = _cached_matrices(search, y, hy, rows) if hy > 0 else None
+                per_row[k, rows] = crps_rows(A, y[rows], y, hy, mats)
+            else:
+                taus = np.atleast_1d(np.asarray(est.quantile, dtype=float))
+                per_row[k, rows] = pinball_rows(A, y[rows], Mixture(y, hy, kernel), taus)
+    per_row[~np.isfinite(per_row)] = np.inf
+    mean = per_row @ w / w.sum()
+    with np.errstate(invalid="ignore"):
+        spread = np.sqrt(((per_row - mean[:, None]) ** 2) @ w / w.sum())
+    return -mean, spread
+
+
+def _cached_matrices(search, y, hy, rows):
+    """Return the CRPS matrices of ``h_y`` for ``rows`` (kept while the scan of ``h`` runs)."""
+    key = (hy, rows[0], len(rows))
+    cache = search.__dict__.setdefault("_crps_cache", {})
+    if key not in cache:
+        if len(cache) >= 2 * _MAX_CACHED:
+            cache.clear()
+        cache[key] = _crps_matrices(y[rows], y, hy)
+    return cache[key]
+
+
+def _check(search, y) -> None:
+    est = search.estimator
+    if isinstance(est, Pipeline) or not isinstance(est, NadarayaWatsonRegressor):
+        raise ValueError(
+            f"criterion={search.criterion!r} scores a predictive distribution: it takes a "
+            "NadarayaWatsonRegressor or KernelQuantileRegressor itself (not a pipeline); "
+            f"got {type(est).__name__}."
+        )
+    if search.criterion == "pinball" and not isinstance(est, KernelQuantileRegressor):
+        raise ValueError("criterion='pinball' takes a KernelQuantileRegressor (its quantile).")
+    if search.method not in ("grid", "auto") or search.scoring is not None:
+        raise ValueError(
+            f"criterion={search.criterion!r} needs method='grid' (or 'auto') and no scoring; "
+            f"got method={search.method!r}, scoring={search.scoring!r}."
+        )
+    if np.ndim(y) != 1:
+        raise ValueError(f"criterion={search.criterion!r} needs a 1-D y; got shape {y.shape}.")
+    check_y_kernel(est.y_kernel)
+    fixed = not isinstance(est.y_bandwidth, str)
+    if (
+        search.criterion == "crps"
+        and est.y_kernel != "gaussian"
+        and not (fixed and est.y_bandwidth == 0)
+    ):
+        raise ValueError(
+            "criterion='crps' has a closed form for y_kernel='gaussian' or y_bandwidth=0; "
+            f"got y_kernel={est.y_kernel!r}, y_bandwidth={est.y_bandwidth!r}."
+        )
+
+
+def _y_candidates(search, X, y, w) -> np.ndarray:
+    rule = search.estimator.y_bandwidth
+    if not isinstance(rule, str):
+        return np.array([float(rule)])
+    cats, _ = search._categories_of(X)
+    n_cont = X.shape[1] - (0 if cats is None else int(cats.mask.sum()))
+    return y_bandwidth_rule(y, w, n_cont, rule) * Y_FACTORS
+
+
+def fit_distribution(search, X, y, sample_weight):
+    """``BandwidthSearchCV.fit`` for the criteria "crps" and "pinball"; returns the search."""
+    _check(search, np.asarray(y))
+    X, y = search._validate(X, y)
+    _check(search, y)
+    w = check_weights(sample_weight, X)
+    h_all = search._candidates(X, w)
+    y_all = _y_candidates(search, X, y, w)
+    start = time.perf_counter()
+    if isinstance(search.cv, str) and search.cv == "loo":
+        pairs, scores, stds = _coordinate_search(search, X, y, w, h_all, y_all)
+    else:
+        pairs, scores, stds = _grid_search_cv(search, X, y, sample_weight, h_all, y_all)
+    best = int(np.argmax(scores))
+    if not np.isfinite(scores[best]):
+        raise ValueError("No candidate could be scored: every one left a point without weight.")
+    i, j = pairs[best]
+    search.method_ = "grid"
+    search.best_index_, search.n_iter_ = best, len(pairs)
+    search.best_score_ = float(scores[best])
+    search.best_params_ = {"bandwidth": h_all[i], "y_bandwidth": float(y_all[j])}
+    search.cv_results_ = _results(pairs, h_all, y_all, scores, stds, time.perf_counter() - start)
+    search.best_estimator_ = clone(search.estimator).set_params(**search.best_params_)
+    search.best_estimator_.fit(X, y, sample_weight=sample_weight)
+    search.bandwidth_ = search.best_estimator_.bandwidth_.copy()
+    search.y_bandwidth_ = search.best_estimator_.y_bandwidth_
+    cats, _ = search._categories_of(X)
+    edge = edge_of(h_all, i, None if cats is None else ~cats.mask)
+    warn_at_edge(edge, search.bandwidths)
+    search.__dict__.pop("_encoded", None)
+    search.__dict__.pop("_crps_cache", None)
+    return search
+
+
+def _coordinate_search(search, X, y, w, h_all, y_all):
+    """Alternate scans: every ``h`` at the current ``h_y``, every ``h_y`` at the best ``h``.
+
+    Starts at the rules of thumb; stops when a round changes neither.
+    Returns the scored pairs ``(i, j)``, their scores and per-row spreads.
+    """
+    logs = np.array([np.log(np.asarray(h, float)).mean() for h in h_all])
+    rule = np.log(np.asarray(search._base_bandwidth(X, w), float)).mean()
+    i = int(np.argmin(np.abs(logs - rule)))
+    j = int(np.argmin(np.abs(np.log(y_all / np.median(y_all))))) if y_all[0] > 0 else 0
+    cache: dict = {}
+    sorted_h = bool(np.all(np.diff(logs) > 0))
+
+    def score_h(a: int, j: int) -> float:
+        if (a, j) not in cache:
+            s, sd = _scores(search, X, y, w, h_all[a], y_all[[j]])
+            cache[a, j] = (s[0], sd[0])
+        return cache[a, j][0]
+
+    for _ in range(_MAX_ROUNDS):
+        previous = (i, j)
+        i = _scan(len(h_all), lambda a, j=j: score_h(a, j), sorted_h)
+        todo = [b for b in range(len(y_all)) if (i, b) not in cache]
+        if todo:
+            s, sd = _scores(search, X, y, w, h_all[i], y_all[todo])
+            cache.update({(i, b): (s[k], sd[k]) for k, b in enumerate(todo)})
+        j = max(range(len(y_all)), key=lambda b: cache[i, b][0])
+        if (i, j) == previous:
+            break
+    pairs = list(cache)
+    return pairs, np.array([cache[p][0] for p in pairs]), np.array([cache[p][1] for p in pairs])
+
+
+def _scan(n: int, score, ordered: bool) -> int:
+    """Index of the best of ``n`` ordered candidates: every 4th, then around the best.
+
+    A coarse pass (every 4th and the last), then the 3 neighbours on each
+    side of its best: 16 of the default 40 scored, the same optimum where the
+    score is unimodal in the bandwidth's scale.  Unordered candidates: all.
+    """
+    if not ordered or n <= 12:
+        return max(range(n), key=score)
+    coarse = sorted({*range(0, n, _COARSE_STEP), n - 1})
+    best = max(coarse, key=score)
+    fine = range(max(0, best - _COARSE_STEP + 1), min(n, best + _COARSE_STEP))
+    return max([*coarse, *fine], key=score)
+
+
+def crps_score(estimator, X, y, sample_weight=None) -> float:
+    """Negative mean CRPS of a fitted estimator's predictive distribution at ``(X, y)``.
+
+    A scorer (``scoring=crps_score``) for held-out data, e.g. in GridSearchCV.
+    """
+    y = np.asarray(y, dtype=float)
+    mix = estimator._mixture
+    A = estimator.attention_weights(X)
+    crps = crps_rows(A, y, mix.y, mix.h)
+    return -float(np.average(crps, weights=sample_weight))
+
+
+def _grid_search_cv(search, X, y, sample_weight, h_all, y_all):
+    """GridSearchCV over every ``(h, h_y)`` pair: CRPS scorer, or the quantile model's score."""
+    grid = {"bandwidth": list(h_all), "y_bandwidth": list(y_all)}
+    scoring = crps_score if search.criterion == "crps" else None
+    gs = GridSearchCV(clone(search.estimator), grid, scoring=scoring, cv=search.cv,
+                      n_jobs=search.n_jobs)  # fmt: skip
+    params = {} if sample_weight is None else {"sample_weight": sample_weight}
+    gs.fit(X, y, **params)
+    index = {(id_h, id_y) for id_h in range(len(h_all)) for id_y in range(len(y_all))}
+    pairs = sorted(index)  # GridSearchCV's order: bandwidth outer, y_bandwidth inner
+    res = gs.cv_results_
+    return pairs, res["mean_test_score"], res["std_test_score"]
+
+
+def _results(pairs, h_all, y_all, scores, stds, seconds) -> dict:
+    """``cv_results_`` of the scored pairs, GridSearchCV's keys."""
+    n = len(pairs)
+    h_param = np.ma.MaskedArray(np.empty(n, dtype=object), mask=False)
+    h_param[:] = [h_all[i] for i, _ in pairs]
+    return {
+        "mean_fit_time": np.full(n, seconds / n),
+        "std_fit_time": np.zeros(n),
+        "mean_score_time": np.zeros(n),
+        "std_score_time": np.zeros(n),
+        "param_bandwidth": h_param,
+        "param_y_bandwidth": np.ma.MaskedArray([float(y_all[j]) for _, j in pairs]),
+        "params": [{"bandwidth": h_all[i], "y_bandwidth": float(y_all[j])} for i, j in pairs],
+        "mean_test_score": np.asarray(scores, float),
+        "std_test_score": np.asarray(stds, float),
+        "rank_test_score": rankdata(-np.asarray(scores), method="min").astype(np.int32),
+    }

@@ -1,0 +1,251 @@
+"""Conditional distributions, quantiles and their selection, against independent references."""
+
+import numpy as np
+import pytest
+from scipy import integrate
+from scipy.special import ndtr
+from sklearn.metrics import d2_pinball_score
+from sklearn.model_selection import GridSearchCV, cross_val_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from skl_nw import (
+    BandwidthSearchCV,
+    KernelQuantileRegressor,
+    NadarayaWatsonRegressor,
+    ParzenClassifier,
+)
+from skl_nw._kernels import kernel_names
+
+TAUS = np.array([0.05, 0.3, 0.5, 0.77, 0.95])
+
+
+def _data(n=80, d=2, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-2, 2, size=(n, d))
+    y = np.sin(X[:, 0]) + (0.2 + 0.3 * np.abs(X[:, 0])) * rng.normal(size=n)
+    return X, y, rng
+
+
+def _statsmodels():
+    return pytest.importorskip("statsmodels.nonparametric.kernel_density")
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # statsmodels' random-state notice
+@pytest.mark.parametrize("indep_type", ["cc", "cu", "co"])
+def test_pdf_and_cdf_equal_statsmodels(indep_type):
+    sm = _statsmodels()
+    X, y, rng = _data(60)
+    h, hy = np.array([0.5, 0.7]), 0.3
+    cats = None
+    if indep_type[1] != "c":
+        X[:, 1] = rng.integers(0, 4, size=len(X))
+        h[1] = 0.3  # lambda
+        cats = [1]
+    reg = NadarayaWatsonRegressor(
+        h, y_bandwidth=hy, categorical_features=cats,
+        ordered_features=[1] if indep_type == "co" else None,
+    ).fit(X, y)  # fmt: skip
+    Xq, yq = X[:15] + np.array([0.1, 0.0]), rng.normal(size=15)
+    kde = sm.KDEMultivariateConditional(
+        endog=[y], exog=[X[:, 0], X[:, 1]], dep_type="c", indep_type=indep_type, bw=[hy, *h]
+    )
+    pdf = kde.pdf(endog_predict=yq, exog_predict=Xq)
+    cdf = kde.cdf(endog_predict=yq, exog_predict=Xq)
+    np.testing.assert_allclose(reg.predict_pdf(Xq, yq[:, None])[:, 0], pdf, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(reg.predict_cdf(Xq, yq[:, None])[:, 0], cdf, rtol=0, atol=1e-8)
+
+
+@pytest.mark.parametrize("algorithm,kernel", [("brute", "gaussian"), ("kd_tree", "epanechnikov")])
+def test_empirical_quantiles_are_numpys_weighted_inverted_cdf(algorithm, kernel):
+    X, y, rng = _data(90)
+    y[:10] = y[10:20]  # ties
+    reg = NadarayaWatsonRegressor(0.6, kernel=kernel, algorithm=algorithm, y_bandwidth=0)
+    reg.fit(X, y, sample_weight=rng.uniform(0.5, 2, len(y)))
+    Xq = rng.uniform(-2, 2, size=(25, 2))
+    taus = np.concatenate([[0.0, 1.0], TAUS, rng.uniform(size=5)])
+    A = reg.attention_weights(Xq)
+    ref = np.array([np.quantile(y, taus, weights=a, method="inverted_cdf") for a in A])
+    np.testing.assert_array_equal(reg.predict_quantiles(Xq, taus), ref)
+
+
+@pytest.mark.parametrize("y_kernel", kernel_names())
+def test_cdf_pdf_quantiles_are_one_distribution(y_kernel):
+    X, y, rng = _data(70)
+    reg = NadarayaWatsonRegressor(0.5, y_bandwidth=0.25, y_kernel=y_kernel).fit(X, y)
+    Xq = rng.uniform(-2, 2, size=(6, 2))
+    grid = np.linspace(y.min() - 12, y.max() + 12, 40001)
+    F, f = reg.predict_cdf(Xq, grid), reg.predict_pdf(Xq, grid)
+    assert (np.diff(F, axis=1) >= 0).all() and (F >= 0).all() and (F <= 1).all()
+    np.testing.assert_allclose(F[:, [0, -1]], [[0, 1]] * 6, atol=1e-12)
+    # The tophat's density jumps: the trapezoid rule is then good to a grid step.
+    tol = 2e-3 if y_kernel == "tophat" else 1e-6
+    np.testing.assert_allclose(integrate.trapezoid(f, grid, axis=1), 1, atol=tol)
+    # F is the integral of f (cumulative trapezoid against the CDF itself).
+    cum = integrate.cumulative_trapezoid(f, grid, axis=1, initial=0)
+    np.testing.assert_allclose(cum, F, atol=max(tol, 1e-5))
+    Q = reg.predict_quantiles(Xq, TAUS)
+    assert (np.diff(Q, axis=1) >= 0).all()
+    np.testing.assert_allclose(reg.predict_cdf(Xq, Q), np.tile(TAUS, (6, 1)), atol=1e-9)
+
+
+def test_dense_mixture_formula_and_shared_grid():
+    X, y, rng = _data(50)
+    reg = NadarayaWatsonRegressor([0.4, 0.8], y_bandwidth=0.2).fit(X, y)
+    Xq, grid = rng.uniform(-2, 2, size=(7, 2)), np.linspace(-2, 2, 9)
+    # The mixture written out: Gaussian weights in x, normal CDF / density in y.
+    S = (((Xq[:, None] - X[None]) / [0.4, 0.8]) ** 2).sum(-1)
+    alpha = np.exp(-0.5 * S)
+    alpha /= alpha.sum(1, keepdims=True)
+    Z = (grid[None, :, None] - y[None, None]) / 0.2
+    np.testing.assert_allclose(reg.predict_cdf(Xq, grid), (alpha[:, None] * ndtr(Z)).sum(-1),
+                               atol=1e-13)  # fmt: skip
+    pdf = (alpha[:, None] * np.exp(-0.5 * Z**2)).sum(-1) / (0.2 * np.sqrt(2 * np.pi))
+    np.testing.assert_allclose(reg.predict_pdf(Xq, grid), pdf, atol=1e-12)
+    per_query = np.tile(grid, (7, 1))
+    np.testing.assert_allclose(reg.predict_cdf(Xq, per_query), reg.predict_cdf(Xq, grid),
+                               atol=1e-14)  # fmt: skip
+
+
+@pytest.mark.parametrize("y_bandwidth", [0.0, 0.3])
+def test_integer_weights_are_repeated_rows_and_tree_is_brute(y_bandwidth):
+    X, y, rng = _data(40)
+    counts = rng.integers(1, 4, size=len(y))
+    Xq, grid = rng.uniform(-2, 2, size=(9, 2)), np.linspace(-2, 2, 7)
+    a = NadarayaWatsonRegressor(0.5, y_bandwidth=y_bandwidth, algorithm="brute")
+    b = NadarayaWatsonRegressor(0.5, y_bandwidth=y_bandwidth, algorithm="ball_tree")
+    a.fit(X, y, sample_weight=counts)
+    b.fit(np.repeat(X, counts, axis=0), np.repeat(y, counts))
+    np.testing.assert_allclose(b.predict_cdf(Xq, grid), a.predict_cdf(Xq, grid), atol=1e-12)
+    np.testing.assert_allclose(b.predict_quantiles(Xq, TAUS), a.predict_quantiles(Xq, TAUS),
+                               atol=1e-9)  # fmt: skip
+    # Rules of thumb take frequency weights too.
+    r1 = NadarayaWatsonRegressor().fit(X, y, sample_weight=counts)
+    r2 = NadarayaWatsonRegressor().fit(np.repeat(X, counts, axis=0), np.repeat(y, counts))
+    assert r1.y_bandwidth_ == pytest.approx(r2.y_bandwidth_, rel=1e-12)
+
+
+def test_mean_unchanged_and_binned_fit():
+    X, y, _ = _data(200, d=1)
+    base = NadarayaWatsonRegressor(0.3).fit(X, y).predict(X[:20])
+    other = NadarayaWatsonRegressor(0.3, y_bandwidth=0, y_kernel="cosine").fit(X, y)
+    np.testing.assert_array_equal(other.predict(X[:20]), base)
+    binned = NadarayaWatsonRegressor(0.3, algorithm="binned", y_bandwidth=0.2).fit(X, y)
+    brute = NadarayaWatsonRegressor(0.3, algorithm="brute", y_bandwidth=0.2).fit(X, y)
+    np.testing.assert_allclose(binned.predict_quantiles(X[:20], TAUS),
+                               brute.predict_quantiles(X[:20], TAUS), atol=1e-9)  # fmt: skip
+
+
+def test_fallback_nan_and_nearest():
+    X, y, _ = _data(30, d=1)
+    far = [[100.0]]
+    nan = NadarayaWatsonRegressor(0.2, kernel="tophat", fallback="nan", y_bandwidth=0.1).fit(X, y)
+    assert np.isnan(nan.predict_cdf(far, [0.0])).all()
+    assert np.isnan(nan.predict_quantiles(far, [0.5])).all()
+    near = NadarayaWatsonRegressor(0.2, kernel="tophat", y_bandwidth=0).fit(X, y)
+    assert near.predict_quantiles(far, [0.5])[0, 0] == y[np.argmax(X[:, 0])]
+
+
+def test_errors_name_the_parameter():
+    X, y, _ = _data(20)
+    reg = NadarayaWatsonRegressor(y_bandwidth=0).fit(X, y)
+    with pytest.raises(ValueError, match="y_bandwidth > 0"):
+        reg.predict_pdf(X, [0.0])
+    with pytest.raises(ValueError, match=r"quantiles must be in \[0, 1\]"):
+        reg.predict_quantiles(X, [1.5])
+    with pytest.raises(ValueError, match=r"quantiles must be in \(0, 1\)"):
+        NadarayaWatsonRegressor().fit(X, y).predict_quantiles(X, [0.0])
+    with pytest.raises(ValueError, match="y_values must have shape"):
+        reg.predict_cdf(X, np.zeros((3, 2)))
+    with pytest.raises(ValueError, match="1-D y"):
+        NadarayaWatsonRegressor().fit(X, np.c_[y, y]).predict_cdf(X, [0.0])
+    with pytest.raises(ValueError, match="y_kernel"):
+        NadarayaWatsonRegressor(y_kernel="nope").fit(X, y)
+    with pytest.raises(ValueError, match="quantile"):
+        KernelQuantileRegressor([0.5, 2.0]).fit(X, y)
+
+
+def _crps_dense(sample, weights, obs, h):
+    """CRPS of a weighted sample (h=0) or its Gaussian mixture, by the double sums."""
+    if h == 0:
+        return weights @ np.abs(sample - obs) - 0.5 * weights @ np.abs(
+            sample[:, None] - sample) @ weights  # fmt: skip
+    lo, hi = sample.min() - 12 * h, sample.max() + 12 * h
+    below, above = (
+        np.linspace(min(lo, obs - 1), obs, 100001),
+        np.linspace(obs, max(hi, obs + 1), 100001),
+    )
+    F_below, F_above = (ndtr((g[:, None] - sample) / h) @ weights for g in (below, above))
+    return integrate.simpson(F_below**2, x=below) + integrate.simpson((1 - F_above) ** 2, x=above)
+
+
+@pytest.mark.parametrize("y_bandwidth", [0.0, 0.25])
+def test_loo_crps_equals_refits(y_bandwidth):
+    X, y, rng = _data(15, d=1)
+    w = rng.uniform(0.5, 2, len(y))
+    search = BandwidthSearchCV(NadarayaWatsonRegressor(y_bandwidth=y_bandwidth),
+                               criterion="crps", bandwidths=[0.4])  # fmt: skip
+    search.fit(X, y, sample_weight=w)
+    crps = []
+    for i in range(len(y)):
+        keep = np.arange(len(y)) != i
+        reg = NadarayaWatsonRegressor(0.4, y_bandwidth=y_bandwidth).fit(X[keep], y[keep], w[keep])
+        a = reg.attention_weights(X[i : i + 1])[0]
+        crps.append(_crps_dense(y[keep], a, y[i], y_bandwidth))
+    assert search.best_score_ == pytest.approx(-np.average(crps, weights=w), rel=1e-7)
+
+
+def test_loo_pinball_equals_refits_and_search_selects():
+    X, y, rng = _data(30, d=1)
+    taus = [0.1, 0.9]
+    search = BandwidthSearchCV(KernelQuantileRegressor(taus, y_bandwidth=0.2),
+                               criterion="pinball", bandwidths=[0.5])  # fmt: skip
+    search.fit(X, y)
+    loss = []
+    for i in range(len(y)):
+        keep = np.arange(len(y)) != i
+        q = KernelQuantileRegressor(taus, bandwidth=0.5, y_bandwidth=0.2)
+        q = q.fit(X[keep], y[keep]).predict(X[i : i + 1])[0]
+        r = y[i] - q
+        loss.append(np.mean(np.maximum(np.multiply(taus, r), (np.subtract(taus, 1)) * r)))
+    assert search.best_score_ == pytest.approx(-np.mean(loss), rel=1e-8)
+    full = BandwidthSearchCV(NadarayaWatsonRegressor(), criterion="crps").fit(X, y)
+    assert set(full.best_params_) == {"bandwidth", "y_bandwidth"}
+    assert full.best_estimator_.y_bandwidth_ == full.best_params_["y_bandwidth"]
+    assert np.isclose(full.cv_results_["mean_test_score"].max(), full.best_score_)
+    np.testing.assert_array_equal(full.predict_quantiles(X[:5], taus),
+                                  full.best_estimator_.predict_quantiles(X[:5], taus))  # fmt: skip
+    assert hasattr(full, "predict_cdf") and hasattr(full, "predict_pdf")
+    assert not hasattr(BandwidthSearchCV(ParzenClassifier()), "predict_quantiles")
+
+
+@pytest.mark.filterwarnings("ignore:The selected bandwidth")  # a 2-candidate grid's end
+def test_quantile_regressor_in_scikit_learn_tools():
+    X, y, _ = _data(60, d=1)
+    reg = KernelQuantileRegressor(0.8, bandwidth=0.4)
+    reg.fit(X, y)
+    np.testing.assert_array_equal(reg.predict(X), reg.predict_quantiles(X, [0.8])[:, 0])
+    assert reg.score(X, y) == pytest.approx(d2_pinball_score(y, reg.predict(X), alpha=0.8))
+    assert KernelQuantileRegressor([0.2, 0.8]).fit(X, y).predict(X).shape == (60, 2)
+    grid = GridSearchCV(KernelQuantileRegressor(0.8), {"bandwidth": [0.1, 0.4]}, cv=3).fit(X, y)
+    assert grid.best_params_["bandwidth"] in (0.1, 0.4)
+    pipe = make_pipeline(StandardScaler(), KernelQuantileRegressor(0.5))
+    assert np.isfinite(cross_val_score(pipe, X, y, cv=3)).all()
+    cv = BandwidthSearchCV(NadarayaWatsonRegressor(y_bandwidth=0.2), criterion="crps",
+                           cv=3, bandwidths=[0.2, 0.5]).fit(X, y)  # fmt: skip
+    assert cv.best_params_["y_bandwidth"] == 0.2
+
+
+@pytest.mark.parametrize("algorithm", ["brute", "kd_tree"])
+def test_mixed_data_quantiles_invert_the_cdf(algorithm):
+    X, y, rng = _data(60)
+    X[:, 1] = rng.integers(0, 3, size=len(X))
+    reg = NadarayaWatsonRegressor([0.5, 0.2], algorithm=algorithm, categorical_features=[1],
+                                  y_bandwidth=0.2, kernel="epanechnikov")  # fmt: skip
+    reg.fit(X, y)
+    Xq = np.column_stack([rng.uniform(-2, 2, 8), rng.integers(0, 3, 8)])
+    Q = reg.predict_quantiles(Xq, TAUS)
+    np.testing.assert_allclose(reg.predict_cdf(Xq, Q), np.tile(TAUS, (8, 1)), atol=1e-9)
+    brute = NadarayaWatsonRegressor([0.5, 0.2], algorithm="brute", categorical_features=[1],
+                                    y_bandwidth=0.2, kernel="epanechnikov").fit(X, y)  # fmt: skip
+    np.testing.assert_allclose(Q, brute.predict_quantiles(Xq, TAUS), atol=1e-9)
