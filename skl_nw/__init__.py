@@ -14,6 +14,7 @@ Estimators (scikit-learn compatible)
     LocalPolynomialRegressor: weighted least-squares polynomial at each query.
     ParzenClassifier: class probabilities by Parzen windows.
     BandwidthSearchCV: bandwidth selection by leave-one-out or cross-validation.
+    MLKR: a learned attention metric (a projection W) by the leave-one-out loss.
 
 Functions and results
     rule_of_thumb: per-feature Scott or Silverman bandwidths.
@@ -33,6 +34,7 @@ from ._diagnostics import SmootherSummary
 from ._estimators import NadarayaWatsonRegressor, rule_of_thumb
 from ._kernels import KERNELS, Kernel, get_kernel
 from ._local_poly import LocalPolynomialRegressor
+from ._metric_learning import MLKR
 from ._parzen import ParzenClassifier
 from ._search import BandwidthSearchCV
 from ._significance import SignificanceResult, significance_test
@@ -44,6 +46,7 @@ __all__ = [
     "KERNELS",
     "Kernel",
     "LocalPolynomialRegressor",
+    "MLKR",
     "NadarayaWatsonRegressor",
     "ParzenClassifier",
     "SignificanceResult",

@@ -20,8 +20,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from ._base import rule_of_thumb
 from ._categorical import _is_categorical_dtype, _pandas_dtypes
-from ._engine import Options
-from ._engine._mlkr import metric_loss_grad
+from ._engine import Options, metric_loss_grad
 from ._kernels import KERNELS, get_kernel
 from ._search._rows import _collapse
 
@@ -115,6 +114,10 @@ class MLKR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     loss_curve_ : list of float
         The leave-one-out loss at the initialisation, then after each L-BFGS
         iteration; on the minibatch path the held-out loss at each check.
+    best_loss_ : float
+        The loss of ``components_``: on the training rows (full batch), on
+        the held-out rows (minibatches, the smallest of ``loss_curve_``).
+        Never above ``loss_curve_[0]``.
     n_features_in_ : int
         Number of features seen at fit.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -248,6 +251,7 @@ class MLKR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         full = full or (self.batch_size != "auto" and self.batch_size >= len(X))
         fit = _lbfgs if full else _adam
         self.components_, self.n_iter_, self.loss_curve_ = fit(self, W0, loss_grad, log_w, rng)
+        self.best_loss_ = min(self.loss_curve_)
         return self
 
     def _initial(self, X, y, w, r, rng, loss_grad) -> np.ndarray:
@@ -357,6 +361,7 @@ def _lbfgs(est, W0, loss_grad, log_w, rng):
                       callback=callback, options={"maxiter": est.max_iter})  # fmt: skip
     W, loss = result.x.reshape(shape), float(result.fun)
     if loss > curve[0]:  # a failed line search returns its last point: keep the start
+        curve.append(curve[0])
         return W0, int(result.nfev), curve
     return W, int(result.nfev), curve
 
