@@ -17,6 +17,7 @@ BENCHMARKS = {
     "engine": "benchmarks.bench_engine",
     "inference": "benchmarks.bench_inference",
     "local_poly": "benchmarks.bench_local_poly",
+    "metric": "benchmarks.bench_metric",
     "mixed": "benchmarks.bench_mixed",
     "mixed_search": "benchmarks.bench_mixed_search",
     "search": "benchmarks.bench_search",

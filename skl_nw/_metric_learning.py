@@ -35,7 +35,7 @@ _AUTO_BATCH = 256
 # one cost ten times the check: so the checks take about a tenth of the fit.
 _MAX_CHECK_ROWS = 1024
 # init="auto" fits its per-feature bandwidths on at most this many rows.
-_INIT_ROWS = 2000
+_INIT_ROWS = 1000
 
 
 class MLKR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):

@@ -85,6 +85,20 @@ def test_folded_and_general_paths_agree():
     np.testing.assert_allclose(general[1], folded[1], rtol=1e-10)
 
 
+def test_compiled_and_numpy_tiles_agree(monkeypatch):
+    from skl_nw._engine import _mlkr, compiled
+
+    if compiled() is None:
+        pytest.skip("numba is not installed or disabled: only the numpy tile runs")
+    rng = np.random.default_rng(7)
+    X, Y, W = rng.normal(size=(150, 4)), rng.normal(size=(150, 2)), 2 * rng.normal(size=(3, 4))
+    fused = metric_loss_grad(X, W, Y, get_kernel("gaussian"), rows=np.arange(0, 150, 2))
+    monkeypatch.setattr(_mlkr, "compiled", lambda: None)
+    numpy = metric_loss_grad(X, W, Y, get_kernel("gaussian"), rows=np.arange(0, 150, 2))
+    assert fused[0] == pytest.approx(numpy[0], rel=1e-12)
+    np.testing.assert_allclose(fused[1], numpy[1], rtol=1e-10, atol=1e-14)
+
+
 def test_loss_at_w_is_the_closed_form_leave_one_out_of_the_search():
     rng = np.random.default_rng(3)
     X, y = rng.normal(size=(150, 4)), rng.normal(size=(150, 2))

@@ -16,7 +16,8 @@ Module map:
 * ``_loader``: :func:`compiled`, the optional numba kernels or None:
   ``_compiled`` (dense), ``_compiled_tiled`` (register tiles from 4
   features), ``_compiled_exp`` (the exponential), ``_compiled_binned``,
-  ``_compiled_local`` (the local solve's twin);
+  ``_compiled_local`` (the local solve's twin), ``_compiled_mlkr`` (a tile of
+  the learned metric's loss);
 * ``_tree``: the tree path (neighbourhoods, radius bounds, COO sums);
 * ``_binned``: the binned path (linear binning, convolution, interpolation),
   ``_binned_loo`` its leave-one-out, ``_binned_direct`` and

@@ -34,10 +34,12 @@ from ._chunks import Options, budget, chunk_rows, map_chunks
 from ._dense import (
     _EPS,
     MAX_CHUNK_PAIRS,
+    MAX_FUSED_CHUNK_PAIRS,
     log_kernel_block,
     softmax_rows,
     sq_distances,
 )
+from ._loader import compiled
 from ._train import TrainSet
 
 __all__ = ["metric_loss_grad"]
@@ -109,36 +111,57 @@ def metric_loss_grad(
     Z = train.X
     folded = _folded_keys(train, kernel)
     G = np.zeros_like(Z) if grad else None
-    Z1 = np.hstack([Z, np.ones((n, 1))])  # C @ Z1: C @ Z and the row sums in one product
+    Z1 = np.hstack([Z, np.ones((n, 1))])
     losses = np.zeros(1)
     lock = threading.Lock()
     workers, mib = budget(options)
-    tile = min(chunk_rows(_BYTES_PER_PAIR * n, mib), max(1, MAX_CHUNK_PAIRS // n))
+    fused = None if folded is None else _fused_arrays(train, folded)
+    # The compiled tile holds no (b, n) block: larger tiles, fewer key-side additions.
+    pairs = MAX_CHUNK_PAIRS if fused is None else MAX_FUSED_CHUNK_PAIRS
+    tile = min(chunk_rows(_BYTES_PER_PAIR * n, mib), max(1, pairs // n))
 
     def run(chunk, Zq):
         own = rows[chunk]
-        if folded is None:
-            loss, C = _tile(Zq, own, train, kernel, r[chunk], grad)
+        if fused is not None:
+            Gq, Gk = np.zeros_like(Zq), np.zeros((Zq.shape[1], n if grad else 0))
+            loss = fused[0](Zq, own, *fused[1:], r[chunk], kernel.log_slope, grad, Gq, Gk)
+            Gk = Gk.T
         else:
-            loss, C = _folded_tile(Zq, own, train, folded, kernel.log_slope, r[chunk], grad)
-        if C is None:
-            with lock:
-                losses[0] += loss
-            return
-        # Query side in the tile's rows, key side over every row.
-        CZ = C @ Z1
-        Gq = CZ[:, -1:] * Zq - CZ[:, :-1]
-        CZ = C.T @ np.hstack([Zq, np.ones((len(Zq), 1))])
-        Gk = CZ[:, -1:] * Z - CZ[:, :-1]
+            loss, Gq, Gk = _numpy_tile(Zq, own, train, kernel, folded, r[chunk], grad, Z1)
         with lock:
             losses[0] += loss
-            G[own] += Gq  # rows are distinct
-            G[:] += Gk
+            if grad:
+                G[own] += Gq  # rows are distinct
+                G[:] += Gk
 
     map_chunks(run, None, train, tile, workers, rows_of_train=rows)
     if not grad:
         return float(losses[0]), None
     return float(losses[0]), 2.0 * (G.T @ (X - X.mean(axis=0)))
+
+
+def _fused_arrays(train, keys) -> tuple | None:
+    """Return the compiled tile and its feature-major arrays, or None without numba."""
+    if compiled() is None:
+        return None
+    from ._compiled_mlkr import mlkr_tile
+
+    arrays = (keys, train.X, train.values)
+    return (mlkr_tile, *(np.ascontiguousarray(a.T) for a in arrays))
+
+
+def _numpy_tile(Zq, own, train, kernel, folded, r, grad, Z1):
+    """Loss and gradient terms of a tile by numpy passes: (loss, query side, key side)."""
+    if folded is None:
+        loss, C = _tile(Zq, own, train, kernel, r, grad)
+    else:
+        loss, C = _folded_tile(Zq, own, train, folded, kernel.log_slope, r, grad)
+    if C is None:
+        return loss, None, None
+    CZ = C @ Z1  # C @ Z and the row sums in one product
+    Gq = CZ[:, -1:] * Zq - CZ[:, :-1]
+    CZ = C.T @ np.hstack([Zq, np.ones((len(Zq), 1))])
+    return loss, Gq, CZ[:, -1:] * train.X - CZ[:, :-1]
 
 
 def _folded_keys(train, kernel) -> np.ndarray | None:
