@@ -134,7 +134,11 @@ class MLKR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     the Nadaraya–Watson prediction at training row ``q`` from every other row
     (weights ``w``, ``k`` outputs).  The constructor's ``n_components``,
     ``init``, ``max_iter`` and ``tol`` mean what they mean in metric-learn's
-    ``MLKR``.  Features must be numeric: a pandas ``category`` column is
+    ``MLKR``, so that swapping the import is enough; its kernel is
+    ``exp(-||A d||^2)`` where ours is ``exp(-||W d||^2 / 2)``, so the same
+    metric has ``components_`` ``sqrt(2)`` times metric-learn's (ours is the
+    scale at which ``NadarayaWatsonRegressor(bandwidth=1.0)`` reproduces the
+    loss).  Features must be numeric: a pandas ``category`` column is
     refused (one-hot encode it first).
 
     Examples
@@ -291,6 +295,17 @@ class MLKR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=np.float64)
         return X @ self.components_.T
+
+    def get_mahalanobis_matrix(self) -> np.ndarray:
+        """Return ``M = W^T W``, the learned metric ``||W d||^2 = d^T M d`` (metric-learn's name).
+
+        Returns
+        -------
+        ndarray of shape (n_features, n_features)
+            Symmetric positive semi-definite.
+        """
+        check_is_fitted(self)
+        return self.components_.T @ self.components_
 
     @property
     def _n_features_out(self) -> int:
