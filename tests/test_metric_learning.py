@@ -73,16 +73,20 @@ def test_tiles_and_threads_do_not_change_the_result():
         np.testing.assert_allclose(other_grad, grad, rtol=1e-10, atol=1e-14)
 
 
-def test_folded_and_general_paths_agree():
-    # A zero weight sends the Gaussian to the general path (distances, then log K).
+@pytest.mark.parametrize("path", ["folded", "general"])
+def test_a_zero_weight_is_a_removed_row(path, monkeypatch):
+    from skl_nw._engine import _mlkr
+
+    if path == "general":  # distances, then log K: what other kernels take
+        monkeypatch.setattr(_mlkr, "_folded_keys", lambda train, kernel: None)
     rng = np.random.default_rng(2)
     X, Y, W = rng.normal(size=(60, 3)), rng.normal(size=(60, 2)), rng.normal(size=(2, 3))
     log_w = np.zeros(60)
     log_w[5] = -np.inf
-    general = metric_loss_grad(X, W, Y, get_kernel("gaussian"), log_w=log_w)
-    folded = metric_loss_grad(np.delete(X, 5, 0), W, np.delete(Y, 5, 0), get_kernel("gaussian"))
-    assert general[0] == pytest.approx(folded[0], rel=1e-12)
-    np.testing.assert_allclose(general[1], folded[1], rtol=1e-10)
+    zero = metric_loss_grad(X, W, Y, get_kernel("gaussian"), log_w=log_w)
+    removed = metric_loss_grad(np.delete(X, 5, 0), W, np.delete(Y, 5, 0), get_kernel("gaussian"))
+    assert zero[0] == pytest.approx(removed[0], rel=1e-12)
+    np.testing.assert_allclose(zero[1], removed[1], rtol=1e-10)
 
 
 def test_compiled_and_numpy_tiles_agree(monkeypatch):

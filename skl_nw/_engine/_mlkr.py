@@ -72,7 +72,9 @@ def metric_loss_grad(
     Parameters
     ----------
     X : ndarray of shape (n, d)
-        Training inputs (the keys; the queries are the rows ``rows``).
+        Training inputs (the keys; the queries are the rows ``rows``),
+        best centred by the caller: the gradient is ``G^T X``, whose terms
+        cancel exactly only in exact arithmetic (``sum_i G_i = 0``).
     W : ndarray of shape (r, d)
         The projection: coordinates ``Z = X W^T``, bandwidth 1.
     Y : ndarray of shape (n, k)
@@ -111,11 +113,11 @@ def metric_loss_grad(
     Z = train.X
     folded = _folded_keys(train, kernel)
     G = np.zeros_like(Z) if grad else None
-    Z1 = np.hstack([Z, np.ones((n, 1))])
     losses = np.zeros(1)
     lock = threading.Lock()
     workers, mib = budget(options)
     fused = None if folded is None else _fused_arrays(train, folded)
+    Z1 = None if fused is not None else np.hstack([Z, np.ones((n, 1))])
     # The compiled tile holds no (b, n) block: larger tiles, fewer key-side additions.
     pairs = MAX_CHUNK_PAIRS if fused is None else MAX_FUSED_CHUNK_PAIRS
     tile = min(chunk_rows(_BYTES_PER_PAIR * n, mib), max(1, pairs // n))
@@ -137,7 +139,7 @@ def metric_loss_grad(
     map_chunks(run, None, train, tile, workers, rows_of_train=rows)
     if not grad:
         return float(losses[0]), None
-    return float(losses[0]), 2.0 * (G.T @ (X - X.mean(axis=0)))
+    return float(losses[0]), 2.0 * (G.T @ X)
 
 
 def _fused_arrays(train, keys) -> tuple | None:
@@ -169,13 +171,14 @@ def _folded_keys(train, kernel) -> np.ndarray | None:
 
     Then ``[z_q, 1] . key_i = log w_i + log K(s_qi) - c |z_q|^2``, the log
     weight up to a constant of the row (which the softmax ignores): one
-    product gives a tile's log weights.  None (the general path) for other
-    kernels, zero weights, or coordinates so far from their centre that the
-    product's rounding error could exceed ``MAX_FOLDED_ERROR``
+    product gives a tile's log weights (a zero weight's ``-inf`` gives a
+    zero weight).  None (the general path) for other kernels, fewer than two
+    keys of positive weight, or coordinates so far from their centre that
+    the product's rounding error could exceed ``MAX_FOLDED_ERROR``
     (:func:`~skl_nw._engine._dense.sq_distances` then takes over).
     """
     c = kernel.log_slope
-    if c is None or not np.isfinite(train.log_w).all():
+    if c is None or np.isfinite(train.log_w).sum() < 2:  # some query might have no key
         return None
     r = train.X.shape[1]
     if (r + 2) * _EPS * abs(c) * 4.0 * train.max_sq_norm > MAX_FOLDED_ERROR:
@@ -193,6 +196,9 @@ def _folded_tile(Zq, own, train, keys, slope, r, grad):
     np.maximum(B, LOG_FLOOR, out=B)
     e = np.exp(B, out=B)
     e[np.arange(len(Zq)), own] = 0.0
+    inactive = ~np.isfinite(train.log_w)  # zero weights (held-out rows): no keys
+    if inactive.any():
+        e[:, inactive] = 0.0
     Y = train.values
     sums = e @ np.hstack([Y, np.ones((len(Y), 1))])
     total = sums[:, -1:]
