@@ -30,7 +30,7 @@ import threading
 import numpy as np
 
 from .._kernels import Kernel
-from ._chunks import Options, budget, chunk_rows, map_chunks
+from ._chunks import Options, budget, chunk_rows, map_chunks, single_threaded_blas
 from ._dense import (
     _EPS,
     MAX_CHUNK_PAIRS,
@@ -108,8 +108,11 @@ def metric_loss_grad(
         return 0.0, np.zeros_like(W) if grad else None
     r = np.exp(row_log_w - row_log_w.max())
     r /= r.sum() * Y.shape[1]
-    # One group, brute force: the stored order is the caller's.
-    train = TrainSet(X @ W.T, log_w=log_w, values=Y)
+    # One group, brute force: the stored order is the caller's.  Thin products
+    # (r columns): one BLAS thread is faster (measured 3.5 ms against 13-60 ms at
+    # n = 65,000, d = 20, r = 2 on 2 busy cores).
+    with single_threaded_blas():
+        train = TrainSet(X @ W.T, log_w=log_w, values=Y)
     Z = train.X
     folded = _folded_keys(train, kernel)
     G = np.zeros_like(Z) if grad else None
@@ -139,7 +142,8 @@ def metric_loss_grad(
     map_chunks(run, None, train, tile, workers, rows_of_train=rows)
     if not grad:
         return float(losses[0]), None
-    return float(losses[0]), 2.0 * (G.T @ X)
+    with single_threaded_blas():
+        return float(losses[0]), 2.0 * (G.T @ X)
 
 
 def _fused_arrays(train, keys) -> tuple | None:
