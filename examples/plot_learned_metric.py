@@ -9,7 +9,9 @@ A bandwidth per feature cannot express that: each feature carries a little of th
 :class:`~skl_nw.MLKR` learns a projection :math:`W` (2 x 20) by the leave-one-out loss of
 Nadaraya–Watson, the scores of attention :math:`-\lVert W q - W x_i \rVert^2 / 2` with one
 projection shared by queries and keys. metric-learn's ``MLKR`` (when installed) minimises
-the same loss from its own start, with dense :math:`n \times n` matrices.
+the same loss from its own start (PCA: the directions of largest variance, here unrelated to
+the signal), with dense :math:`n \times n` matrices; it takes about a minute even at 400
+rows, and often stalls near its start.
 """
 
 # %%
@@ -30,8 +32,8 @@ def hidden_directions(n, d=20, seed=0):
     return X, y, A
 
 
-X_all, y_all, A = hidden_directions(1200)
-X, y, X_test, y_test = X_all[:600], y_all[:600], X_all[600:], y_all[600:]
+X_all, y_all, A = hidden_directions(1000)
+X, y, X_test, y_test = X_all[:400], y_all[:400], X_all[400:], y_all[400:]
 
 
 def test_mse(model, X_test):
