@@ -19,6 +19,7 @@ BENCHMARKS = {
     "inference": "benchmarks.bench_inference",
     "local_poly": "benchmarks.bench_local_poly",
     "loess": "benchmarks.bench_loess",
+    "metric": "benchmarks.bench_metric",
     "mixed": "benchmarks.bench_mixed",
     "mixed_search": "benchmarks.bench_mixed_search",
     "search": "benchmarks.bench_search",

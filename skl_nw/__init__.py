@@ -15,6 +15,7 @@ Estimators (scikit-learn compatible)
     LocalPolynomialRegressor: weighted least-squares polynomial at each query.
     ParzenClassifier: class probabilities by Parzen windows.
     BandwidthSearchCV: bandwidth selection by leave-one-out or cross-validation.
+    MLKR: a learned attention metric (a projection W) by the leave-one-out loss.
 
 Functions and results
     rule_of_thumb: per-feature Scott or Silverman bandwidths.
@@ -36,6 +37,7 @@ from ._inference import _diagnostics, _significance
 from ._inference._diagnostics import SmootherSummary
 from ._inference._significance import SignificanceResult, significance_test
 from ._kernels import KERNELS, Kernel, get_kernel
+from ._metric_learning import MLKR
 from ._search import BandwidthSearchCV
 from ._smoothers import _local_poly, _nadaraya_watson, _parzen
 from ._smoothers._local_poly import LocalPolynomialRegressor
@@ -62,6 +64,7 @@ __all__ = [
     "Kernel",
     "KernelQuantileRegressor",
     "LocalPolynomialRegressor",
+    "MLKR",
     "NadarayaWatsonRegressor",
     "ParzenClassifier",
     "SignificanceResult",

@@ -16,7 +16,8 @@ Module map:
 * ``_loader``: :func:`compiled`, the optional numba kernels or None:
   ``_compiled`` (dense), ``_compiled_tiled`` (register tiles from 4
   features), ``_compiled_exp`` (the exponential), ``_compiled_binned``,
-  ``_compiled_local`` (the local solve's twin);
+  ``_compiled_local`` (the local solve's twin), ``_compiled_mlkr`` (a tile of
+  the learned metric's loss);
 * ``_tree``: the tree path (neighbourhoods, radius bounds, COO sums);
 * ``_span``: nearest-neighbour bandwidths (LOESS's span), each query's
   radius from its k-th nearest row; ``_window`` the window path of
@@ -30,7 +31,9 @@ Module map:
 * ``_train``: :class:`TrainSet`; ``_chunks``: memory budget, threads, BLAS;
 * ``_auto``: the rule of ``algorithm="auto"``; ``_gradient``: the
   leave-one-out loss gradient of gradient descent; ``_mixed``: leave-one-out
-  with categorical features, every lambda in one pass;
+  with categorical features, every lambda in one pass; ``_mlkr``: the
+  leave-one-out loss of a learned projection ``W`` and its gradient, by
+  query tiles;
 * ``_protocol``: :class:`LeaveOneOutProtocol`, what the search asks of a
   fitted estimator.
 
@@ -74,6 +77,7 @@ from ._local_fit import (
     usable_degree,
 )
 from ._mixed import MixedLeaveOneOut
+from ._mlkr import metric_loss_grad
 from ._protocol import LeaveOneOutProtocol, LossFn, MixedLeaveOneOutProtocol
 from ._sums import KernelSums, kernel_sums, power_of_two, run_chunks
 from ._train import TrainSet, prepare_train
@@ -109,6 +113,7 @@ __all__ = [
     "loo_pool",
     "make_grid",
     "margin_radius",
+    "metric_loss_grad",
     "monomials",
     "neighbour_fraction",
     "npar",

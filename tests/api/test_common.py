@@ -8,6 +8,7 @@ from sklearn.preprocessing import MinMaxScaler, StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skl_nw import (
+    MLKR,
     BandwidthSearchCV,
     KernelQuantileRegressor,
     LocalPolynomialRegressor,
@@ -44,6 +45,8 @@ ESTIMATORS += [
     BandwidthSearchCV(LocalPolynomialRegressor(), method="sgd", max_iter=25),
     BandwidthSearchCV(LocalPolynomialRegressor(), method="lbfgs", max_iter=25),
 ]
+# The learned metric: full batch (L-BFGS) and minibatches (Adam).
+ESTIMATORS += [MLKR(), MLKR(batch_size=8, max_iter=5)]
 
 ESTIMATORS += [KernelQuantileRegressor(), KernelQuantileRegressor(y_bandwidth=0.0)]
 

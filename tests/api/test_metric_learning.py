@@ -1,0 +1,215 @@
+"""MLKR: the learned metric's loss and gradient against dense formulas and references."""
+
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+from scipy.special import logsumexp
+from sklearn import config_context
+from sklearn.base import clone
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from skl_nw import MLKR, BandwidthSearchCV, NadarayaWatsonRegressor
+from skl_nw._engine import Options, metric_loss_grad
+from skl_nw._kernels import get_kernel, kernel_names
+
+GRADIENT_KERNELS = [k for k in kernel_names() if k != "tophat"]
+
+
+def dense_loss(X, W, Y, kernel, w):
+    """The leave-one-out loss from its definition: every pair at once, the diagonal removed."""
+    Z = X @ W.T
+    S = ((Z[:, None, :] - Z[None, :, :]) ** 2).sum(axis=-1)
+    with np.errstate(divide="ignore"):
+        L = get_kernel(kernel).log_profile(S) + np.log(w)[None, :]
+    np.fill_diagonal(L, -np.inf)
+    A = np.exp(L - logsumexp(L, axis=1, keepdims=True))
+    P = A @ Y
+    return float(w @ ((P - Y) ** 2).sum(axis=1) / (w.sum() * Y.shape[1]))
+
+
+def hidden_directions(n, d=20, seed=0):
+    """y depends on two oblique directions hidden among d standard normal features."""
+    rng = np.random.default_rng(seed)
+    A = np.linalg.qr(rng.normal(size=(d, 2)))[0]
+    X = rng.normal(size=(n, d))
+    Z = X @ A
+    y = np.sin(2 * Z[:, 0]) + 0.5 * Z[:, 1] ** 2 + 0.1 * rng.normal(size=n)
+    return X, y
+
+
+@pytest.mark.parametrize("kernel", GRADIENT_KERNELS)
+def test_gradient_matches_finite_differences_of_the_dense_loss(kernel):
+    rng = np.random.default_rng(0)
+    n, d, r = 30, 4, 3
+    X, Y = rng.normal(size=(n, d)), rng.normal(size=(n, 2))
+    w = rng.uniform(0.5, 2.0, n)
+    # Compact kernels: a small W, so that every query has neighbours in its support.
+    W = rng.normal(size=(r, d)) * (0.3 if get_kernel(kernel).compact else 0.7)
+    loss, grad = metric_loss_grad(X, W, Y, get_kernel(kernel), log_w=np.log(w))
+    assert loss == pytest.approx(dense_loss(X, W, Y, kernel, w), rel=1e-12)
+    eps, fd = 1e-6, np.zeros_like(W)
+    for index in np.ndindex(W.shape):
+        step = np.zeros_like(W)
+        step[index] = eps
+        fd[index] = dense_loss(X, W + step, Y, kernel, w) - dense_loss(X, W - step, Y, kernel, w)
+        fd[index] /= 2 * eps
+    np.testing.assert_allclose(grad, fd, rtol=1e-5, atol=1e-8)
+
+
+def test_tiles_and_threads_do_not_change_the_result():
+    rng = np.random.default_rng(1)
+    X, Y, W = rng.normal(size=(200, 5)), rng.normal(size=(200, 1)), rng.normal(size=(2, 5))
+    kernel = get_kernel("gaussian")
+    loss, grad = metric_loss_grad(X, W, Y, kernel)
+    with config_context(working_memory=0.05), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "could not adhere": tiles of one row
+        tiled = metric_loss_grad(X, W, Y, kernel)
+    threaded = metric_loss_grad(X, W, Y, kernel, options=Options(n_jobs=2, working_memory=0.5))
+    for other_loss, other_grad in (tiled, threaded):
+        assert other_loss == pytest.approx(loss, rel=1e-12)
+        np.testing.assert_allclose(other_grad, grad, rtol=1e-10, atol=1e-14)
+
+
+@pytest.mark.parametrize("path", ["folded", "general"])
+def test_a_zero_weight_is_a_removed_row(path, monkeypatch):
+    from skl_nw._engine import _mlkr
+
+    if path == "general":  # distances, then log K: what other kernels take
+        monkeypatch.setattr(_mlkr, "_folded_keys", lambda train, kernel: None)
+    rng = np.random.default_rng(2)
+    X, Y, W = rng.normal(size=(60, 3)), rng.normal(size=(60, 2)), rng.normal(size=(2, 3))
+    log_w = np.zeros(60)
+    log_w[5] = -np.inf
+    zero = metric_loss_grad(X, W, Y, get_kernel("gaussian"), log_w=log_w)
+    removed = metric_loss_grad(np.delete(X, 5, 0), W, np.delete(Y, 5, 0), get_kernel("gaussian"))
+    assert zero[0] == pytest.approx(removed[0], rel=1e-12)
+    np.testing.assert_allclose(zero[1], removed[1], rtol=1e-10)
+
+
+def test_compiled_and_numpy_tiles_agree(monkeypatch):
+    from skl_nw._engine import _mlkr, compiled
+
+    if compiled() is None:
+        pytest.skip("numba is not installed or disabled: only the numpy tile runs")
+    rng = np.random.default_rng(7)
+    X, Y, W = rng.normal(size=(150, 4)), rng.normal(size=(150, 2)), 2 * rng.normal(size=(3, 4))
+    fused = metric_loss_grad(X, W, Y, get_kernel("gaussian"), rows=np.arange(0, 150, 2))
+    monkeypatch.setattr(_mlkr, "compiled", lambda: None)
+    numpy = metric_loss_grad(X, W, Y, get_kernel("gaussian"), rows=np.arange(0, 150, 2))
+    assert fused[0] == pytest.approx(numpy[0], rel=1e-12)
+    np.testing.assert_allclose(fused[1], numpy[1], rtol=1e-10, atol=1e-14)
+
+
+def test_loss_at_w_is_the_closed_form_leave_one_out_of_the_search():
+    rng = np.random.default_rng(3)
+    X, y = rng.normal(size=(150, 4)), rng.normal(size=(150, 2))
+    W = rng.normal(size=(2, 4))
+    loss = MLKR(2, init=W, max_iter=0).fit(X, y).loss_curve_[0]
+    search = BandwidthSearchCV(NadarayaWatsonRegressor(), method="grid", bandwidths=[1.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the only candidate is the grid's end
+        search.fit(X @ W.T, y)
+    assert loss == pytest.approx(-search.best_score_, rel=1e-10)
+
+
+def test_diagonal_w_is_the_per_feature_bandwidth_loss():
+    # W = diag(1 / h): the loss is the search's leave-one-out at bandwidths h.
+    rng = np.random.default_rng(4)
+    X, y = rng.normal(size=(120, 3)), rng.normal(size=120)
+    h = np.array([0.3, 0.7, 2.0])
+    loss = MLKR(init=np.diag(1 / h), max_iter=0).fit(X, y).loss_curve_[0]
+    search = BandwidthSearchCV(NadarayaWatsonRegressor(), method="grid", bandwidths=[h])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        search.fit(X, y)
+    assert loss == pytest.approx(-search.best_score_, rel=1e-10)
+
+
+def test_metric_learn_loss_and_gradient_reproduced():
+    mlkr_module = pytest.importorskip("metric_learn", reason="metric-learn is not installed")
+    rng = np.random.default_rng(5)
+    n = 80
+    X, y, A = rng.normal(size=(n, 4)), rng.normal(size=n), rng.normal(size=(2, 4))
+    reference = mlkr_module.MLKR()
+    reference.n_iter_ = 0  # _loss counts its calls there; it needs no fit (no check_X_y)
+    cost, grad_a = reference._loss(A.ravel(), X, y)
+    # Its kernel is exp(-||A d||^2), its cost a sum: ours at W = sqrt(2) A is cost / n.
+    loss, grad_w = metric_loss_grad(X, np.sqrt(2) * A, y[:, None], get_kernel("gaussian"))
+    assert loss == pytest.approx(cost / n, rel=1e-10)
+    np.testing.assert_allclose(np.sqrt(2) * grad_w, grad_a.reshape(A.shape) / n, rtol=1e-8)
+
+
+def test_max_iter_zero_returns_the_initialisation():
+    rng = np.random.default_rng(6)
+    X, y, W = rng.normal(size=(50, 3)), rng.normal(size=50), rng.normal(size=(2, 3))
+    mlkr = MLKR(2, init=W, max_iter=0).fit(X, y)
+    np.testing.assert_array_equal(mlkr.components_, W)
+    assert mlkr.n_iter_ == 0 and len(mlkr.loss_curve_) == 1
+    np.testing.assert_allclose(mlkr.transform(X), X @ W.T)
+
+
+@pytest.mark.parametrize("init", ["auto", "pca", "identity", "rule_of_thumb"])
+@pytest.mark.parametrize("batch_size", ["auto", 32])
+def test_loss_never_ends_above_its_start(init, batch_size):
+    X, y = hidden_directions(240, d=6, seed=1)
+    mlkr = MLKR(2, init=init, batch_size=batch_size, max_iter=15, random_state=0).fit(X, y)
+    assert np.isfinite(mlkr.components_).all()
+    start = MLKR(2, init=init, max_iter=0, random_state=0).fit(X, y).components_
+    if batch_size == "auto":  # full batch: the training loss, from the dense formula
+        w = np.ones(len(X))
+        end = dense_loss(X, mlkr.components_, y[:, None], "gaussian", w)
+        assert end < dense_loss(X, start, y[:, None], "gaussian", w)
+        assert end == pytest.approx(mlkr.loss_curve_[-1], rel=1e-10)
+    else:  # minibatches: the held-out loss of the W kept
+        assert mlkr.best_loss_ == min(mlkr.loss_curve_) <= mlkr.loss_curve_[0]
+
+
+def test_learned_metric_beats_per_feature_bandwidths_on_hidden_directions():
+    X, y = hidden_directions(900, d=8)
+    X_train, y_train, X_test, y_test = X[:600], y[:600], X[600:], y[600:]
+    model = make_pipeline(MLKR(2, random_state=0), NadarayaWatsonRegressor(bandwidth=1.0))
+    mse = np.mean((model.fit(X_train, y_train).predict(X_test) - y_test) ** 2)
+    baseline = BandwidthSearchCV(NadarayaWatsonRegressor(), method="lbfgs")
+    base_mse = np.mean((baseline.fit(X_train, y_train).predict(X_test) - y_test) ** 2)
+    assert mse < 0.3 * base_mse
+
+
+def test_composes_with_the_search_over_a_pipeline():
+    X, y = hidden_directions(200, d=5)
+    pipe = make_pipeline(StandardScaler(), MLKR(2, max_iter=10), NadarayaWatsonRegressor(1.0))
+    search = BandwidthSearchCV(pipe, method="grid").fit(X, y)
+    assert search.best_estimator_[1].components_.shape == (2, 5)
+    assert np.isfinite(search.predict(X[:5])).all()
+
+
+def test_pickle_and_clone_round_trips():
+    X, y = hidden_directions(100, d=4)
+    mlkr = MLKR(2, max_iter=5, random_state=0).fit(X, y)
+    again = pickle.loads(pickle.dumps(mlkr))
+    np.testing.assert_array_equal(again.transform(X), mlkr.transform(X))
+    assert clone(mlkr).get_params() == mlkr.get_params()
+    # The same fit to rounding (the first fit of a process may sum in another order).
+    np.testing.assert_allclose(clone(mlkr).fit(X, y).components_, mlkr.components_, rtol=1e-9)
+    assert list(mlkr.get_feature_names_out()) == ["mlkr0", "mlkr1"]
+    M = mlkr.get_mahalanobis_matrix()
+    d = X[0] - X[1]
+    assert d @ M @ d == pytest.approx(np.sum((mlkr.transform(X[:1]) - mlkr.transform(X[1:2])) ** 2))
+
+
+def test_bad_input_raises_naming_the_parameter():
+    X, y = hidden_directions(40, d=3)
+    with pytest.raises(ValueError, match="kernel='tophat'.*gaussian"):
+        MLKR(kernel="tophat").fit(X, y)
+    with pytest.raises(ValueError, match="n_components=4"):
+        MLKR(4).fit(X, y)
+    with pytest.raises(ValueError, match=r"init must be .*\(2, 3\)"):
+        MLKR(2, init=np.ones((3, 3))).fit(X, y)
+    with pytest.raises(ValueError, match="init"):
+        MLKR(init="random").fit(X, y)
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"a": X[:, 0], "b": pd.Categorical(["u", "v"] * 20)})
+    with pytest.raises(ValueError, match=r"categorical columns \['b'\]"):
+        MLKR().fit(frame, y)
