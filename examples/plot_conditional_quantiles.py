@@ -43,6 +43,7 @@ ax.fill_between(grid[:, 0], Q[:, 0], Q[:, 2], alpha=0.3, label="5–95%")
 ax.plot(grid[:, 0], Q[:, 1], color="C0", label="median")
 ax.set(xlabel="x", ylabel="y", title="Conditional quantiles from the attention weights")
 ax.legend(loc="upper left")
+plt.show()
 
 # %%
 # Coverage on fresh data

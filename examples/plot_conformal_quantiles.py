@@ -68,3 +68,4 @@ ax.fill_between(
 )
 ax.set(xlabel="x", ylabel="y", title="CQR with KernelQuantileRegressor")
 ax.legend(loc="upper left")
+plt.show()

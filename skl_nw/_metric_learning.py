@@ -58,15 +58,15 @@ class MLKR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     ----------
     n_components : int, default=None
         Rows of ``W`` (the dimension of the learned space); None: n_features.
-    kernel : {"gaussian", "epanechnikov", "exponential", "linear", "triangular", \
-"cosine"}, default="gaussian"
+    kernel : str, default="gaussian"
         The kernel of the Nadaraya–Watson fit whose leave-one-out loss is
-        minimised.  "tophat" is refused: its derivative is 0 almost everywhere.
+        minimised: any name of ``KERNELS`` but "tophat" (refused: its
+        derivative is 0 almost everywhere).
     init : {"auto", "pca", "identity", "rule_of_thumb"} or ndarray of shape \
 (n_components, n_features), default="auto"
         The starting ``W``.  "auto" is supervised: per-feature bandwidths ``h``
         from a leave-one-out search (``BandwidthSearchCV(method="lbfgs")``, on
-        at most 2,000 rows), then the ``n_components`` leading eigenvectors
+        at most 1,000 rows), then the ``n_components`` leading eigenvectors
         ``U`` of the mean outer product of that fit's gradients in scaled
         coordinates (the directions along which the regression changes), so
         ``W = U^T diag(1 / h)``, rescaled by the factor of a short 1-D search
@@ -120,7 +120,7 @@ class MLKR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         Never above ``loss_curve_[0]``.
     n_features_in_ : int
         Number of features seen at fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of features seen at fit, when they are all strings.
 
     See Also
@@ -274,8 +274,17 @@ class MLKR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         if self.init == "rule_of_thumb":
             return np.eye(r, d) / rule_of_thumb(X, sample_weight=w)
         if self.init == "pca":
+            if r > min(n, d):
+                raise ValueError(
+                    f"init='pca' gives at most min(n_samples, n_features) = {min(n, d)} "
+                    f"components; n_components is {r}. Lower n_components or use another init."
+                )
             pca = PCA(n_components=r, random_state=rng).fit(X)
-            scale = np.sqrt(np.maximum(pca.explained_variance_, 1e-300))
+            var = pca.explained_variance_
+            # A direction the data do not vary along (below 1e-12 of the widest) gets the
+            # widest one's scale: dividing by its ~0 spread gave entries of ~1e150.
+            top = var.max() if var.max() > 0 else 1.0
+            scale = np.sqrt(np.where(var > 1e-12 * top, var, top))
             return pca.components_ / scale[:, None] * n ** (1.0 / (r + 4))
         return _supervised_start(X, y, w, r, rng, loss_grad)
 

@@ -47,8 +47,12 @@ def y_bandwidth_rule(y: np.ndarray, w: np.ndarray, n_continuous: int, rule: str)
     ``scale(y) n^(-1 / (d + 5))`` (Scott) or ``scale(y) (n (d + 3) / 4)^(-1 / (d + 5))``
     (Silverman), ``scale = min(std, IQR / 1.349)`` with frequency weights and
     ``d`` the continuous features: the rate of a conditional density estimate
-    in ``d`` dimensions, as statsmodels' ``normal_reference`` gives it.
+    in ``d`` dimensions, as statsmodels' ``normal_reference`` gives it.  A
+    constant ``y`` gets 0: its distribution is that point, in any units.
     """
+    support = y[w > 0]
+    if support.min() == support.max():
+        return 0.0
     scale = _weighted_scale(y, w)
     unit = float(np.exp2(np.floor(np.log2(w.max()))))
     log_n = np.log(unit) + np.log((w / unit).sum())

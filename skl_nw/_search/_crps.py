@@ -158,6 +158,12 @@ def _check(search, y) -> None:
         )
     if np.ndim(y) != 1:
         raise ValueError(f"criterion={search.criterion!r} needs a 1-D y; got shape {y.shape}.")
+    if getattr(est, "span", None) is not None:
+        raise ValueError(
+            f"criterion={search.criterion!r} chooses bandwidth and y_bandwidth at a fixed "
+            f"bandwidth per query; this estimator has span={est.span!r}. Set span=None, or "
+            "select the span by criterion='loo', 'aicc' or 'gcv'."
+        )
     check_y_kernel(est.y_kernel)
     fixed = not isinstance(est.y_bandwidth, str)
     if (
@@ -265,7 +271,7 @@ def _scan(n: int, score, ordered: bool) -> int:
 def crps_score(estimator, X, y, sample_weight=None) -> float:
     """Negative mean CRPS of a fitted estimator's predictive distribution at ``(X, y)``.
 
-    A scorer (``scoring=crps_score``) for held-out data, e.g. in GridSearchCV.
+    The search's scorer of held-out data (the GridSearchCV route of ``criterion="crps"``).
     """
     y = np.asarray(y, dtype=float)
     mix = estimator._mixture

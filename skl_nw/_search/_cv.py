@@ -379,6 +379,7 @@ class BandwidthSearchCV(
         step = _nw_step(self.estimator)
         if step is None:
             raise ValueError(_ESTIMATOR_ERROR.format(type(self.estimator).__name__))
+        self.span_ = _span.check_spans(self, step)  # None: spans= needs a span to select
         if self.criterion in DISTRIBUTION_CRITERIA:  # proper scores of the distribution
             return fit_distribution(self, X, y, sample_weight)
         loo_cv = isinstance(self.cv, str) and self.cv == "loo"
@@ -394,7 +395,6 @@ class BandwidthSearchCV(
         closed_form = loo_cv or self.method not in ("grid", "auto")
         routed = self._route(sample_weight)
         self._scorer = self._get_scorer()
-        self.span_ = None
         if _span.selects_span(step):  # LOESS: the span, one fit per candidate
             X, y = self._validate(X, y)
             _span.fit_span(self, X, y, routed, loo_cv)

@@ -21,6 +21,7 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV
 
+from .._engine import npar
 from .._smoothers._base import check_weights
 from ._results import grid_results, rename_results
 
@@ -36,6 +37,16 @@ def selects_span(step) -> bool:
     return getattr(step, "span", None) is not None
 
 
+def check_spans(search, step) -> None:
+    """Raise when ``spans`` is given for an estimator without a span; return None."""
+    if search.spans is not None and not selects_span(step):
+        raise ValueError(
+            f"spans={search.spans!r} needs an estimator with a span to select; "
+            f"{type(step).__name__} has span=None. Set span (any value: the search replaces "
+            "it), or leave spans=None to select the bandwidth."
+        )
+
+
 def candidate_spans(search, n: int, d: int) -> np.ndarray:
     """Return the given ``spans``, or the default ones that leave each fit enough rows."""
     if search.spans is not None:
@@ -44,7 +55,7 @@ def candidate_spans(search, n: int, d: int) -> np.ndarray:
             raise ValueError(f"spans must be positive finite numbers; got {search.spans!r}.")
         return spans
     degree = getattr(search.estimator, "degree", 0)
-    need = max(5, (degree + 1) * (d + 1))  # more rows than a local polynomial's coefficients
+    need = max(5, npar(d, degree) + 1)  # more rows than a local polynomial's coefficients
     spans = DEFAULT_SPANS[np.floor(DEFAULT_SPANS * n) >= need]
     return spans if spans.size else DEFAULT_SPANS[-1:]
 

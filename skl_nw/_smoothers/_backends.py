@@ -89,6 +89,19 @@ class ExactBackend:
 class BinnedBackend:
     """Kernel sums pooled on a grid (``algorithm="binned"``).
 
+    What it approximates (each within ``binned_tol`` of the exact answer, see
+    the user guide's "Binned path"): on the grid, ``predict`` and Parzen's
+    probabilities, local polynomial values and slopes, the closed-form
+    leave-one-out predictions of the search's grid and, for many queries,
+    Nadaraya–Watson's standard errors and the normal intervals' degrees of
+    freedom (the mean of ``predict(return_std=True)`` is then ``predict``'s,
+    to the last bit).  On the exact training set, built on first need:
+    attention weights, gradients, densities, the bootstrap, local polynomial
+    standard errors and intervals, the criteria and the leave-one-out
+    gradient; there, and for few queries, the mean of
+    ``predict(return_std=True)`` is the exact fit, within ``binned_tol`` of
+    ``predict``.
+
     Parameters
     ----------
     sums : BinnedSums or BinnedLocalFit

@@ -86,7 +86,11 @@ y_bandwidth, y_kernel
     """
 
     _parameter_constraints: dict = {
-        **NadarayaWatsonRegressor._parameter_constraints,
+        **{
+            name: rule
+            for name, rule in NadarayaWatsonRegressor._parameter_constraints.items()
+            if name not in ("span", "robust_iterations")  # not parameters of quantiles
+        },
         "quantile": [Interval(Real, 0, 1, closed="both"), "array-like"],
     }
 

@@ -1,11 +1,12 @@
 """Every scikit-learn estimator check, for every estimator and every kernel."""
 
+import warnings
 from unittest import SkipTest
 
 import pytest
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler, StandardScaler
-from sklearn.utils.estimator_checks import parametrize_with_checks
+from sklearn.utils.estimator_checks import check_param_validation, parametrize_with_checks
 
 from skl_nw import (
     MLKR,
@@ -59,6 +60,19 @@ def test_sklearn_compatible(estimator, check):
         check(estimator)
     except (SkipTest, pytest.skip.Exception) as skip:
         pytest.fail(f"the check skipped itself: {skip}")
+
+
+@pytest.mark.parametrize(
+    "estimator",
+    list({type(e): e for e in ESTIMATORS}.values()),
+    ids=lambda e: type(e).__name__,
+)
+def test_parameter_constraints_name_exactly_the_parameters(estimator):
+    # scikit-learn runs this check on its own estimators only (not in check_estimator):
+    # the constraints and __init__ agree, and every method rejects a bad value by name.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check_param_validation(type(estimator).__name__, estimator)
 
 
 def test_no_check_is_skipped_or_xfailed():

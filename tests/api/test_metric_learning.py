@@ -213,3 +213,15 @@ def test_bad_input_raises_naming_the_parameter():
     frame = pd.DataFrame({"a": X[:, 0], "b": pd.Categorical(["u", "v"] * 20)})
     with pytest.raises(ValueError, match=r"categorical columns \['b'\]"):
         MLKR().fit(frame, y)
+
+
+def test_pca_start_with_a_constant_feature_stays_finite_and_usable(rng):
+    # PCA gives the constant direction a spread of ~0: its scale is the widest one's.
+    X = rng.normal(size=(60, 4))
+    X[:, 2] = 3.0
+    y = X[:, 0] + 0.1 * rng.normal(size=60)
+    mlkr = MLKR(init="pca", max_iter=5).fit(X, y)
+    assert np.abs(mlkr.components_).max() < 1e3
+    assert mlkr.best_loss_ <= mlkr.loss_curve_[0]
+    with pytest.raises(ValueError, match="init='pca' gives at most"):
+        MLKR(init="pca", n_components=4).fit(X[:3], y[:3])

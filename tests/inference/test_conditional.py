@@ -249,3 +249,13 @@ def test_mixed_data_quantiles_invert_the_cdf(algorithm):
     brute = NadarayaWatsonRegressor([0.5, 0.2], algorithm="brute", categorical_features=[1],
                                     y_bandwidth=0.2, kernel="epanechnikov").fit(X, y)  # fmt: skip
     np.testing.assert_allclose(Q, brute.predict_quantiles(Xq, TAUS), atol=1e-9)
+
+
+def test_a_constant_target_is_its_own_distribution_in_any_units():
+    # The rules of thumb give h_y = 0 (a point mass), not a bandwidth in no unit.
+    X = np.linspace(0, 1, 30)[:, None]
+    for c in (1.0, 1e-200, 1e200):
+        reg = NadarayaWatsonRegressor(0.2).fit(X, np.full(30, c))
+        assert reg.y_bandwidth_ == 0.0
+        np.testing.assert_array_equal(reg.predict_quantiles(X[:3], [0.1, 0.9]), c)
+        np.testing.assert_array_equal(reg.predict_cdf(X[:2], [c * 0.5, c]), [[0, 1], [0, 1]])

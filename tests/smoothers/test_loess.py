@@ -408,3 +408,14 @@ def test_fastloess_two_features_degree_two(rng):
 )
 def test_sklearn_checks_with_a_span(estimator, check):
     check(estimator)
+
+
+def test_span_errors_of_the_search_name_the_parameters(rng):
+    X = rng.uniform(0, 1, (60, 1))
+    y = X[:, 0] + rng.normal(0, 0.1, 60)
+    with pytest.raises(ValueError, match="spans=.*has span=None"):
+        BandwidthSearchCV(NadarayaWatsonRegressor(1.0), spans=[0.5]).fit(X, y)
+    loess = NadarayaWatsonRegressor(1.0, kernel="tricube", span=0.3)
+    with pytest.raises(ValueError, match="criterion='crps'.*span=0.3"):
+        BandwidthSearchCV(loess, criterion="crps").fit(X, y)
+    assert BandwidthSearchCV(NadarayaWatsonRegressor(), criterion="crps").fit(X, y).span_ is None
