@@ -179,22 +179,29 @@ def class_log_sums(Q, train: TrainSet, kernel: Kernel, *, relative: bool = False
 
 
 def attention(Q, train: TrainSet, kernel: Kernel, *, fallback="nearest", sparse=False,
-              options: Options = Options()):  # noqa: B008  # fmt: skip
+              options: Options = Options(), own=None):  # noqa: B008  # fmt: skip
     """Return the (m, n) attention weights, columns in the caller's training order.
 
     Dense (an ndarray) unless ``sparse=True`` (a CSR matrix of the non-zero
     weights), whatever the path; NaN rows where ``fallback="nan"`` leaves a
     query empty.  The kernel blocks are those of :func:`kernel_sums`, before
     their reduction.  A dense result larger than the memory budget raises a
-    MemoryError before any work.
+    MemoryError before any work.  ``own`` (m,) drops training row ``own[j]``
+    (caller order) from query ``j`` by index: the leave-one-out weights (the
+    fallback then takes the nearest other row); not with a span.
     """
     m, n = Q.shape[0], train.n_samples
     if not sparse:
         _check_dense_fits(m, n, options)
     scale = None if train.neighbours is None else _span.radii(Q, train, options=options)
+    if own is not None and scale is not None:
+        raise ValueError("leave-one-out attention weights (own) are not defined with a span.")
+    drop = None if own is None else (own if train.inverse is None else train.inverse[own])
 
     def dense(chunk, Qc):
         S = _dense.sq_distances(Qc, train, kernel)
+        if drop is not None:
+            S[np.arange(len(Qc)), drop[chunk]] = np.inf
         if scale is not None:
             _span.divide(S, scale[chunk])
         D = _dense.discrete_block(Qc, train)
@@ -206,7 +213,13 @@ def attention(Q, train: TrainSet, kernel: Kernel, *, fallback="nearest", sparse=
     def tree(chunk, Qc, margins):
         nb = _tree.Neighbours(Qc, train, kernel, margins, (1.0,),
                               scale=None if scale is None else scale[chunk])  # fmt: skip
-        row, col, b, _, _ = _tree.log_kernel_entries(Qc, train, kernel, *nb.at(1.0), fallback)
+        row, col, s = nb.at(1.0)
+        exclude = None if drop is None else drop[chunk]
+        if exclude is not None:  # the query's own row, by index
+            keep = col != exclude[row]
+            row, col, s = row[keep], col[keep], s[keep]
+        row, col, b, _, _ = _tree.log_kernel_entries(Qc, train, kernel, row, col, s, fallback,
+                                                     exclude=exclude)  # fmt: skip
         b += train.log_w[col]
         r = np.full(len(Qc), -np.inf)
         np.maximum.at(r, row, b)

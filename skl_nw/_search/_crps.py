@@ -87,26 +87,17 @@ def pinball_rows(A: np.ndarray, y_obs: np.ndarray, mix: Mixture, taus: np.ndarra
     return np.mean(np.maximum(taus * r, (taus - 1.0) * r), axis=1)
 
 
-def _take(X, rows):
-    return X.iloc[rows] if hasattr(X, "iloc") else X[rows]
+def _loo_chunks(est, n: int):
+    """Yield ``(rows, A)``: leave-one-out attention rows of the training points.
 
-
-def _loo_chunks(est, X):
-    """Yield ``(rows, A)``: leave-one-out attention rows of the training points, renormalised.
-
-    Row ``i`` drops training row ``i`` by index; a row with no other point
-    of positive weight (underflow far from every point) is NaN.
+    Row ``i`` drops training row ``i`` by index, in log space (its neighbours
+    do not underflow against it); an empty row follows the estimator's
+    ``fallback`` among the other points.
     """
-    n = len(est._mixture.y)
     size = max(1, _CHUNK_BYTES // (8 * n))
     for start in range(0, n, size):
         rows = np.arange(start, min(start + size, n))
-        A = est.attention_weights(_take(X, rows))
-        A[np.arange(len(rows)), rows] = 0.0
-        total = A.sum(axis=1, keepdims=True)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            A /= np.where(total > 0, total, np.nan)
-        yield rows, A
+        yield rows, est._loo_attention(rows)
 
 
 def _scores(search, X, y, w, h, y_bandwidths) -> tuple[np.ndarray, np.ndarray]:
@@ -115,7 +106,7 @@ def _scores(search, X, y, w, h, y_bandwidths) -> tuple[np.ndarray, np.ndarray]:
     est.fit(X, y, sample_weight=w)
     per_row = np.empty((len(y_bandwidths), len(y)))
     kernel = est._y_kernel
-    for rows, A in _loo_chunks(est, X):
+    for rows, A in _loo_chunks(est, len(y)):
         for k, hy in enumerate(y_bandwidths):
             if search.criterion == "crps":
                 mats = _cached_matrices(search, y, hy, rows) if hy > 0 else None

@@ -361,6 +361,20 @@ class _NWBase(BaseEstimator):
             fallback=fallback, sparse=sparse, options=self._options(),
         )  # fmt: skip
 
+    def _loo_attention(self, rows: np.ndarray) -> np.ndarray:
+        """Leave-one-out attention weights of the training rows ``rows``: (len(rows), n).
+
+        Row ``j`` drops training row ``rows[j]`` by index (in log space: no
+        underflow of its neighbours against it); columns in training order.
+        """
+        check_is_fitted(self)
+        train = self._backend.exact()
+        Q = train.queries(rows if train.inverse is None else train.inverse[rows])
+        return _engine.attention(
+            Q + train.query_center, train, self._kernel,
+            fallback=getattr(self, "fallback", "nearest"), options=self._options(), own=rows,
+        )  # fmt: skip
+
     def _leave_one_out(self) -> _engine.LeaveOneOut:
         """Return what BandwidthSearchCV needs: the one protocol between them.
 

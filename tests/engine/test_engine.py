@@ -531,3 +531,25 @@ def test_far_from_origin_matches_centred_oracle(rng, d):
     pred = NadarayaWatsonRegressor(bandwidth=1.0, algorithm="brute").fit(X, y).predict(Q)
     weights = softmax_weights(X - offset, Q - offset, 1.0, "gaussian")
     assert_allclose(pred, weights @ y, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("algorithm", ["brute", "kd_tree"])
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+def test_leave_one_out_attention_equals_the_weights_of_a_refit_without_the_row(
+    rng, kernel, algorithm
+):
+    # Row i dropped by index, in log space: at h = 1e-3 its neighbours no longer
+    # underflow against it (renormalising the in-sample weights gave 0 / 0).
+    X = rng.uniform(0, 1, (40, 2))
+    y = rng.normal(size=40)
+    w = rng.uniform(0.5, 2.0, 40)
+    for h in (1e-3, 0.2):
+        est = NadarayaWatsonRegressor(h, kernel=kernel, algorithm=algorithm).fit(X, y, w)
+        rows = np.array([0, 7, 39])
+        A = est._loo_attention(rows)
+        assert np.all(A[np.arange(3), rows] == 0) and np.allclose(A.sum(axis=1), 1)
+        for j, i in enumerate(rows):
+            others = np.delete(np.arange(40), i)
+            refit = NadarayaWatsonRegressor(h, kernel=kernel, algorithm=algorithm)
+            want = refit.fit(X[others], y[others], w[others]).attention_weights(X[i : i + 1])
+            assert_allclose(A[j, others], want[0], rtol=1e-10, atol=1e-300)

@@ -259,3 +259,14 @@ def test_a_constant_target_is_its_own_distribution_in_any_units():
         assert reg.y_bandwidth_ == 0.0
         np.testing.assert_array_equal(reg.predict_quantiles(X[:3], [0.1, 0.9]), c)
         np.testing.assert_array_equal(reg.predict_cdf(X[:2], [c * 0.5, c]), [[0, 1], [0, 1]])
+
+
+def test_crps_selection_scores_a_bandwidth_far_below_the_spacing_of_the_data(rng):
+    # At h = 1e-3 the leave-one-out weights of each row fall on its nearest other
+    # rows (not 0 / 0 after dropping the row from in-sample weights): a finite score.
+    X = np.sort(rng.uniform(0, 1, (30, 1)), axis=0)
+    y = np.sin(4 * X[:, 0]) + rng.normal(0, 0.1, 30)
+    search = BandwidthSearchCV(
+        NadarayaWatsonRegressor(y_bandwidth=0.0), criterion="crps", bandwidths=[1e-3, 0.05, 0.1]
+    ).fit(X, y)
+    assert np.all(np.isfinite(search.cv_results_["mean_test_score"]))
