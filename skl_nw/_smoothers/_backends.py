@@ -85,6 +85,11 @@ class ExactBackend:
         """Return the closed-form leave-one-out of a pooling estimator (the search's protocol)."""
         return _engine.LeaveOneOut(self.train, kernel, fallback, rtol)
 
+    def with_neighbours(self, k: int, enlarge: float, counted: np.ndarray) -> ExactBackend:
+        """Return this backend with a span: each query's radius, its ``k``-th counted row."""
+        train = self.train.with_neighbours(k, enlarge, counted=counted)
+        return ExactBackend(train, self.method, grouped=self.grouped)
+
 
 class BinnedBackend:
     """Kernel sums pooled on a grid (``algorithm="binned"``).
@@ -163,3 +168,7 @@ class BinnedBackend:
     def leave_one_out(self, kernel, fallback: str, rtol: float) -> _binning.BinnedLeaveOneOut:
         """Return the binned closed-form leave-one-out (its gradient the exact path's)."""
         return _binning.BinnedLeaveOneOut(self.sums, fallback)
+
+    def with_neighbours(self, k: int, enlarge: float, counted: np.ndarray):
+        """Raise: a span needs each query's exact neighbours (``_binning.wanted`` refuses it)."""
+        raise ValueError("a span takes an exact backend; algorithm='binned' has none.")

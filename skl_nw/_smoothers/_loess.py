@@ -15,8 +15,6 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils._param_validation import Interval
 
-from ._backends import ExactBackend
-
 __all__ = ["ROBUST_CONSTRAINTS", "SPAN_CONSTRAINTS", "bisquare", "build", "neighbour_count"]
 
 SPAN_CONSTRAINTS = {"span": [Interval(Real, 0, None, closed="neither"), None]}
@@ -68,9 +66,7 @@ def _apply_span(est, w: np.ndarray) -> None:
         return
     counted = w > 0
     k, enlarge = neighbour_count(est.span, int(counted.sum()))
-    exact = est._backend  # a span never takes the binned path (see _binning.wanted)
-    train = exact.train.with_neighbours(k, enlarge, counted=counted)
-    est._backend = ExactBackend(train, exact.method, grouped=exact.grouped)
+    est._backend = est._backend.with_neighbours(k, enlarge, counted)
     est.n_neighbors_ = k
 
 
