@@ -45,10 +45,12 @@ Y_FACTORS = 2.0 ** (np.arange(-8, 3) / 2)
 _MAX_ROUNDS = 4
 # The h scan scores every 4th candidate, then the neighbours of the best.
 _COARSE_STEP = 4
-# Rows of leave-one-out weights per chunk: n x this many floats, times a few.
+# Rows of leave-one-out weights per chunk, and columns of the CRPS pair matrix per
+# block: n x this many bytes of floats.
 _CHUNK_BYTES = 2**26
-# Chunks of CRPS matrices kept between candidates (two n x chunk matrices each).
-_MAX_CACHED = 4
+# The (n, n) pair matrix of an h_y is kept between the candidates of h up to this
+# size; beyond it each chunk rebuilds it by column blocks (memory n x a block).
+_MAX_PAIR_BYTES = 2**28
 
 
 def _abs_mean(mu: np.ndarray, s: float) -> np.ndarray:
@@ -61,9 +63,9 @@ def crps_rows(A: np.ndarray, y_obs: np.ndarray, y: np.ndarray, h: float, mats=No
     """CRPS of each row's mixture ``sum_j A_rj G((. - y_j) / h)`` at ``y_obs[r]``: (m,).
 
     ``h = 0``: the weighted empirical CRPS; ``h > 0``: Gaussian components.
-    ``mats`` holds the matrices ``A(y_obs_r - y_j, h)`` and ``A(y_j - y_k,
-    sqrt(2) h)`` (built if None): they do not depend on the weights, so a
-    search over ``h`` computes them once.
+    ``mats`` holds the (n, n) matrix ``E|y_j - y_k + sqrt(2) h Z|`` (None:
+    built by column blocks, in memory ``n`` times a block): it does not
+    depend on the weights, so a search over ``h`` may keep it.
     """
     if h == 0:
         order = np.argsort(y, kind="stable")
@@ -71,12 +73,15 @@ def crps_rows(A: np.ndarray, y_obs: np.ndarray, y: np.ndarray, h: float, mats=No
         C = np.cumsum(As, axis=1)
         half_pairs = np.einsum("ij,ij->i", As * ys, 2.0 * C - As - 1.0)
         return np.einsum("ij,ij->i", A, np.abs(y_obs[:, None] - y)) - half_pairs
-    near, pairs = mats if mats is not None else _crps_matrices(y_obs, y, h)
-    return np.einsum("ij,ij->i", A, near) - 0.5 * np.einsum("ij,ij->i", A @ pairs, A)
-
-
-def _crps_matrices(y_obs: np.ndarray, y: np.ndarray, h: float):
-    return _abs_mean(y_obs[:, None] - y, h), _abs_mean(y[:, None] - y, np.sqrt(2.0) * h)
+    near = np.einsum("ij,ij->i", A, _abs_mean(y_obs[:, None] - y, h))
+    if mats is not None:
+        return near - 0.5 * np.einsum("ij,ij->i", A @ mats, A)
+    pairs = np.zeros(len(A))
+    step = max(1, _CHUNK_BYTES // (8 * len(y)))
+    for s in range(0, len(y), step):
+        block = _abs_mean(y[:, None] - y[s : s + step], np.sqrt(2.0) * h)
+        pairs += np.einsum("ij,ij->i", A @ block, A[:, s : s + step])
+    return near - 0.5 * pairs
 
 
 def pinball_rows(A: np.ndarray, y_obs: np.ndarray, mix: Mixture, taus: np.ndarray):
@@ -109,7 +114,7 @@ def _scores(search, X, y, w, h, y_bandwidths) -> tuple[np.ndarray, np.ndarray]:
     for rows, A in _loo_chunks(est, len(y)):
         for k, hy in enumerate(y_bandwidths):
             if search.criterion == "crps":
-                mats = _cached_matrices(search, y, hy, rows) if hy > 0 else None
+                mats = _cached_pairs(search, y, hy) if hy > 0 else None
                 per_row[k, rows] = crps_rows(A, y[rows], y, hy, mats)
             else:
                 taus = np.atleast_1d(np.asarray(est.quantile, dtype=float))
@@ -121,15 +126,17 @@ def _scores(search, X, y, w, h, y_bandwidths) -> tuple[np.ndarray, np.ndarray]:
     return -mean, spread
 
 
-def _cached_matrices(search, y, hy, rows):
-    """Return the CRPS matrices of ``h_y`` for ``rows`` (kept while the scan of ``h`` runs)."""
-    key = (hy, rows[0], len(rows))
+def _cached_pairs(search, y, hy):
+    """Return the pair matrix of ``h_y`` (kept for the next candidate), or None when too large."""
+    fits = _MAX_PAIR_BYTES // (8 * len(y) ** 2)  # how many such matrices the budget holds
+    if fits < 1:
+        return None
     cache = search.__dict__.setdefault("_crps_cache", {})
-    if key not in cache:
-        if len(cache) >= 2 * _MAX_CACHED:
+    if hy not in cache:
+        if len(cache) >= fits:
             cache.clear()
-        cache[key] = _crps_matrices(y[rows], y, hy)
-    return cache[key]
+        cache[hy] = _abs_mean(y[:, None] - y, np.sqrt(2.0) * hy)
+    return cache[hy]
 
 
 def _check(search, y) -> None:

@@ -270,3 +270,17 @@ def test_crps_selection_scores_a_bandwidth_far_below_the_spacing_of_the_data(rng
         NadarayaWatsonRegressor(y_bandwidth=0.0), criterion="crps", bandwidths=[1e-3, 0.05, 0.1]
     ).fit(X, y)
     assert np.all(np.isfinite(search.cv_results_["mean_test_score"]))
+
+
+def test_crps_pair_term_by_column_blocks_equals_the_whole_matrix(rng, monkeypatch):
+    # Beyond the cache's budget the (n, n) pair matrix is built by column blocks.
+    import skl_nw._search._crps as crps
+
+    X = rng.uniform(0, 1, (80, 1))
+    y = np.sin(4 * X[:, 0]) + rng.normal(0, 0.2, 80)
+    search = BandwidthSearchCV(NadarayaWatsonRegressor(), criterion="crps", bandwidths=[0.1, 0.2])
+    whole = search.fit(X, y).cv_results_["mean_test_score"]
+    monkeypatch.setattr(crps, "_MAX_PAIR_BYTES", 0)
+    monkeypatch.setattr(crps, "_CHUNK_BYTES", 8 * 80 * 7)  # blocks of 7 columns
+    blocks = search.fit(X, y).cv_results_["mean_test_score"]
+    np.testing.assert_allclose(blocks, whole, rtol=1e-12)
