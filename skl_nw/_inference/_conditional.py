@@ -18,7 +18,7 @@ from scipy.sparse import issparse
 
 from .. import _engine
 from .._kernels import KERNELS, get_kernel
-from .._smoothers._base import _weighted_scale
+from .._smoothers._base import _weighted_scale, rule_factor
 
 __all__ = ["Mixture", "y_bandwidth_rule"]
 
@@ -53,13 +53,7 @@ def y_bandwidth_rule(y: np.ndarray, w: np.ndarray, n_continuous: int, rule: str)
     support = y[w > 0]
     if support.min() == support.max():
         return 0.0
-    scale = _weighted_scale(y, w)
-    unit = float(np.exp2(np.floor(np.log2(w.max()))))
-    log_n = np.log(unit) + np.log((w / unit).sum())
-    dims = n_continuous + 1
-    if rule == "silverman":
-        log_n += np.log((dims + 2) / 4.0)
-    return float(scale * np.exp(-log_n / (dims + 4)))
+    return float(_weighted_scale(y, w) * rule_factor(w, n_continuous + 1, rule))
 
 
 def check_y_kernel(name: str):

@@ -379,7 +379,8 @@ class BandwidthSearchCV(
         step = _nw_step(self.estimator)
         if step is None:
             raise ValueError(_ESTIMATOR_ERROR.format(type(self.estimator).__name__))
-        self.span_ = _span.check_spans(self, step)  # None: spans= needs a span to select
+        _span.check_spans(self, step)  # spans= needs an estimator with a span
+        self.span_ = None
         if self.criterion in DISTRIBUTION_CRITERIA:  # proper scores of the distribution
             return fit_distribution(self, X, y, sample_weight)
         loo_cv = isinstance(self.cv, str) and self.cv == "loo"

@@ -101,12 +101,20 @@ def rule_of_thumb(
     w = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, float)
     d = X.shape[1]
     scales = np.array([_weighted_scale(X[:, j], w) for j in range(d)])
-    # log n = log sum(w), taken in units of the largest weight: finite for any finite weights.
+    return scales * rule_factor(w, d, rule)
+
+
+def rule_factor(w: np.ndarray, d: int, rule: str) -> float:
+    """Return the rules' factor ``n^(-1/(d+4))`` (Scott) or ``(n (d+2)/4)^(-1/(d+4))`` (Silverman).
+
+    ``n = sum(w)``: its log taken in units of the largest weight, finite for
+    any finite weights.
+    """
     unit = power_of_two(w.max())
     log_n = np.log(unit) + np.log((w / unit).sum())
     if rule == "silverman":
         log_n += np.log((d + 2) / 4.0)
-    return scales * np.exp(-log_n / (d + 4))
+    return float(np.exp(-log_n / (d + 4)))
 
 
 class _RegressorMixin(RegressorMixin):
