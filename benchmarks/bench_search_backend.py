@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 from skl_nw import BandwidthSearchCV, NadarayaWatsonRegressor
-from skl_nw._search._candidates import DEFAULT_FACTORS
+from skl_nw._search._context import DEFAULT_FACTORS
 
 from ._common import describe, environment, table
 

@@ -18,7 +18,7 @@ from sklearn.base import is_classifier
 
 from .._kernels import get_kernel
 
-__all__ = ["centred_candidates", "resolve_method", "resolve_per_feature"]
+__all__ = ["CENTRED_FACTORS", "resolve_method", "resolve_per_feature"]
 
 # The small grid of a non-leave-one-out cv on mixed data: these multiples of the
 # continuous bandwidths found by L-BFGS-B, crossed with each lambda at its value,
@@ -26,13 +26,13 @@ __all__ = ["centred_candidates", "resolve_method", "resolve_per_feature"]
 CENTRED_FACTORS = 2.0 ** (np.arange(-2, 3) / 2)
 
 
-def resolve_method(search, cats, loo) -> str:
-    """Return the method the search runs: ``search.method``, or what ``"auto"`` means.
+def resolve_method(ctx, cats, loo) -> str:
+    """Return the method the search runs: ``method``, or what ``"auto"`` means.
 
     Parameters
     ----------
-    search : BandwidthSearchCV
-        Its parameters.
+    ctx : Context
+        The search's parameters.
     cats : categorical spec or None
         The categorical features of the data searched (None: continuous only).
     loo : callable
@@ -44,30 +44,30 @@ def resolve_method(search, cats, loo) -> str:
     str
         "grid", "sgd" or "lbfgs".
     """
-    if search.method != "auto":
-        return search.method
+    if ctx.method != "auto":
+        return ctx.method
     # Candidates given, or an in-sample criterion (AICc, GCV): they are scored on a grid.
-    if search.bandwidths is not None or search.criterion != "loo":
+    if ctx.bandwidths is not None or ctx.criterion != "loo":
         return "grid"
     # Continuous features only: 40 candidates in one closed-form pass, the global optimum
     # of one scale (a gradient method would need per-feature ARD to be worth its cost).
     if cats is None:
         return "grid"
     # A piecewise-constant kernel (tophat) has no gradient: only a grid moves it.
-    if _flat(search):
+    if _flat(ctx):
         return "grid"
     # Categorical features: L-BFGS-B learns each lambda (the grid is 40 x 7^J candidates).
     return "lbfgs" if loo().takes_lambdas else "grid"
 
 
-def _flat(search) -> bool:
+def _flat(ctx) -> bool:
     """Whether the estimator's kernel is flat on its support (the tophat): no gradient."""
-    kernel = get_kernel(search.estimator.get_params()["kernel"])
+    kernel = get_kernel(ctx.estimator.get_params()["kernel"])
     s = np.array([0.1, 0.5])
     return bool(np.all(kernel.dlog_profile(s) == 0))
 
 
-def resolve_per_feature(search) -> bool:
+def resolve_per_feature(ctx) -> bool:
     """Return ``per_feature``, or what ``"auto"`` means: per feature for regressors only.
 
     A classifier's log-loss over many features has many shallow directions:
@@ -75,33 +75,6 @@ def resolve_per_feature(search) -> bool:
     overfit the leave-one-out loss (load_digits: see the module docstring),
     where one common multiple of the rule of thumb is fast and better.
     """
-    if search.per_feature != "auto":
-        return bool(search.per_feature)
-    return not is_classifier(search.estimator)
-
-
-def centred_candidates(search, X, y, w) -> list[np.ndarray]:
-    """Return a small grid around the leave-one-out optimum (mixed data, cv other than "loo").
-
-    L-BFGS-B finds the leave-one-out optimum (continuous bandwidths and
-    lambdas); the candidates are :data:`CENTRED_FACTORS` times its continuous
-    bandwidths crossed with three values of the lambdas: at most 15
-    candidates, so 15 refits per split instead of 40 x 7^J.
-    """
-    inner = type(search)(**{**search.get_params(deep=False), "method": "lbfgs", "cv": "loo",
-                            "verbose": 0})  # fmt: skip
-    inner._scorer = inner._get_scorer()
-    h = inner._search(X, y, w, w)
-    cats, _ = inner._categories_of(X)
-    top = np.asarray(cats.max_lambdas(), dtype=float)
-    lam = h[cats.mask]
-    candidates = []
-    for lambdas in (lam, lam / 2, (lam + top) / 2):
-        for factor in CENTRED_FACTORS:
-            c = h.copy()
-            c[~cats.mask] *= factor
-            c[cats.mask] = lambdas
-            # No continuous feature (or a lambda at 0): some candidates coincide.
-            if not any(np.array_equal(c, other) for other in candidates):
-                candidates.append(c)
-    return candidates
+    if ctx.per_feature != "auto":
+        return bool(ctx.per_feature)
+    return not is_classifier(ctx.estimator)

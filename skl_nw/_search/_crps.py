@@ -34,9 +34,16 @@ from .._inference._conditional import Mixture, Weights, check_y_kernel, y_bandwi
 from .._smoothers._base import check_weights
 from .._smoothers._nadaraya_watson import NadarayaWatsonRegressor
 from .._smoothers._quantile import KernelQuantileRegressor
+from ._context import Selection
 from ._results import edge_of, warn_at_edge
 
-__all__ = ["DISTRIBUTION_CRITERIA", "crps_rows", "fit_distribution", "pinball_rows"]
+__all__ = [
+    "DISTRIBUTION_CRITERIA",
+    "check_distribution",
+    "crps_rows",
+    "fit_distribution",
+    "pinball_rows",
+]
 
 DISTRIBUTION_CRITERIA = ("crps", "pinball")
 #: Multiples of the y rule of thumb searched when ``y_bandwidth`` is a rule: 1/16 to 2.
@@ -105,16 +112,16 @@ def _loo_chunks(est, n: int):
         yield rows, est._loo_attention(rows)
 
 
-def _scores(search, X, y, w, h, y_bandwidths) -> tuple[np.ndarray, np.ndarray]:
+def _scores(ctx, X, y, w, h, y_bandwidths) -> tuple[np.ndarray, np.ndarray]:
     """Negated leave-one-out criterion and its per-row spread at ``h``, per ``h_y``: two (k,)."""
-    est = clone(search.estimator).set_params(bandwidth=h, y_bandwidth=y_bandwidths[0])
+    est = clone(ctx.estimator).set_params(bandwidth=h, y_bandwidth=y_bandwidths[0])
     est.fit(X, y, sample_weight=w)
     per_row = np.empty((len(y_bandwidths), len(y)))
     kernel = est._y_kernel
     for rows, A in _loo_chunks(est, len(y)):
         for k, hy in enumerate(y_bandwidths):
-            if search.criterion == "crps":
-                mats = _cached_pairs(search, y, hy) if hy > 0 else None
+            if ctx.criterion == "crps":
+                mats = _cached_pairs(ctx, y, hy) if hy > 0 else None
                 per_row[k, rows] = crps_rows(A, y[rows], y, hy, mats)
             else:
                 taus = np.atleast_1d(np.asarray(est.quantile, dtype=float))
@@ -126,12 +133,12 @@ def _scores(search, X, y, w, h, y_bandwidths) -> tuple[np.ndarray, np.ndarray]:
     return -mean, spread
 
 
-def _cached_pairs(search, y, hy):
+def _cached_pairs(ctx, y, hy):
     """Return the pair matrix of ``h_y`` (kept for the next candidate), or None when too large."""
     fits = _MAX_PAIR_BYTES // (8 * len(y) ** 2)  # how many such matrices the budget holds
     if fits < 1:
         return None
-    cache = search.__dict__.setdefault("_crps_cache", {})
+    cache = ctx.cache.setdefault("crps_pairs", {})
     if hy not in cache:
         if len(cache) >= fits:
             cache.clear()
@@ -139,33 +146,34 @@ def _cached_pairs(search, y, hy):
     return cache[hy]
 
 
-def _check(search, y) -> None:
-    est = search.estimator
+def check_distribution(ctx, y) -> None:
+    """Raise where the estimator, the parameters or ``y`` do not suit the criterion."""
+    est = ctx.estimator
     if isinstance(est, Pipeline) or not isinstance(est, NadarayaWatsonRegressor):
         raise ValueError(
-            f"criterion={search.criterion!r} scores a predictive distribution: it takes a "
+            f"criterion={ctx.criterion!r} scores a predictive distribution: it takes a "
             "NadarayaWatsonRegressor or KernelQuantileRegressor itself (not a pipeline); "
             f"got {type(est).__name__}."
         )
-    if search.criterion == "pinball" and not isinstance(est, KernelQuantileRegressor):
+    if ctx.criterion == "pinball" and not isinstance(est, KernelQuantileRegressor):
         raise ValueError("criterion='pinball' takes a KernelQuantileRegressor (its quantile).")
-    if search.method not in ("grid", "auto") or search.scoring is not None:
+    if ctx.method not in ("grid", "auto") or ctx.scoring is not None:
         raise ValueError(
-            f"criterion={search.criterion!r} needs method='grid' (or 'auto') and no scoring; "
-            f"got method={search.method!r}, scoring={search.scoring!r}."
+            f"criterion={ctx.criterion!r} needs method='grid' (or 'auto') and no scoring; "
+            f"got method={ctx.method!r}, scoring={ctx.scoring!r}."
         )
     if np.ndim(y) != 1:
-        raise ValueError(f"criterion={search.criterion!r} needs a 1-D y; got shape {y.shape}.")
+        raise ValueError(f"criterion={ctx.criterion!r} needs a 1-D y; got shape {y.shape}.")
     if getattr(est, "span", None) is not None:
         raise ValueError(
-            f"criterion={search.criterion!r} chooses bandwidth and y_bandwidth at a fixed "
+            f"criterion={ctx.criterion!r} chooses bandwidth and y_bandwidth at a fixed "
             f"bandwidth per query; this estimator has span={est.span!r}. Set span=None, or "
             "select the span by criterion='loo', 'aicc' or 'gcv'."
         )
     check_y_kernel(est.y_kernel)
     fixed = not isinstance(est.y_bandwidth, str)
     if (
-        search.criterion == "crps"
+        ctx.criterion == "crps"
         and est.y_kernel != "gaussian"
         and not (fixed and est.y_bandwidth == 0)
     ):
@@ -175,57 +183,48 @@ def _check(search, y) -> None:
         )
 
 
-def _y_candidates(search, X, y, w) -> np.ndarray:
-    rule = search.estimator.y_bandwidth
+def _y_candidates(ctx, X, y, w) -> np.ndarray:
+    rule = ctx.estimator.y_bandwidth
     if not isinstance(rule, str):
         return np.array([float(rule)])
-    cats, _ = search._categories_of(X)
+    cats, _ = ctx.categories_of(X)
     n_cont = X.shape[1] - (0 if cats is None else int(cats.mask.sum()))
     return y_bandwidth_rule(y, w, n_cont, rule) * Y_FACTORS
 
 
-def fit_distribution(search, X, y, sample_weight):
-    """``BandwidthSearchCV.fit`` for the criteria "crps" and "pinball"; returns the search."""
-    _check(search, np.asarray(y))
-    X, y = search._validate(X, y)
-    _check(search, y)
+def fit_distribution(ctx, X, y, sample_weight) -> Selection:
+    """Select by the criteria "crps" and "pinball" on validated data."""
+    check_distribution(ctx, y)
     w = check_weights(sample_weight, X)
-    h_all = search._candidates(X, w)
-    y_all = _y_candidates(search, X, y, w)
+    h_all = ctx.candidates(X, w)
+    y_all = _y_candidates(ctx, X, y, w)
     start = time.perf_counter()
-    if isinstance(search.cv, str) and search.cv == "loo":
-        pairs, scores, stds = _coordinate_search(search, X, y, w, h_all, y_all)
+    if isinstance(ctx.cv, str) and ctx.cv == "loo":
+        pairs, scores, stds = _coordinate_search(ctx, X, y, w, h_all, y_all)
     else:
-        pairs, scores, stds = _grid_search_cv(search, X, y, sample_weight, h_all, y_all)
+        pairs, scores, stds = _grid_search_cv(ctx, X, y, sample_weight, h_all, y_all)
     best = int(np.argmax(scores))
     if not np.isfinite(scores[best]):
         raise ValueError("No candidate could be scored: every one left a point without weight.")
     i, j = pairs[best]
-    search.method_ = "grid"
-    search.best_index_, search.n_iter_ = best, len(pairs)
-    search.best_score_ = float(scores[best])
-    search.best_params_ = {"bandwidth": h_all[i], "y_bandwidth": float(y_all[j])}
-    search.cv_results_ = _results(pairs, h_all, y_all, scores, stds, time.perf_counter() - start)
-    search.best_estimator_ = clone(search.estimator).set_params(**search.best_params_)
-    search.best_estimator_.fit(X, y, sample_weight=sample_weight)
-    search.bandwidth_ = search.best_estimator_.bandwidth_.copy()
-    search.y_bandwidth_ = search.best_estimator_.y_bandwidth_
-    cats, _ = search._categories_of(X)
-    edge = edge_of(h_all, i, None if cats is None else ~cats.mask)
-    warn_at_edge(edge, search.bandwidths)
-    search.__dict__.pop("_encoded", None)
-    search.__dict__.pop("_crps_cache", None)
-    return search
+    warn_at_edge(edge_of(h_all, i, ctx.continuous_mask(X)), ctx.bandwidths)
+    return Selection(
+        best_params_={"bandwidth": h_all[i], "y_bandwidth": float(y_all[j])},
+        best_score_=float(scores[best]),
+        n_iter_=len(pairs),
+        best_index_=best,
+        cv_results_=_results(pairs, h_all, y_all, scores, stds, time.perf_counter() - start),
+    )
 
 
-def _coordinate_search(search, X, y, w, h_all, y_all):
+def _coordinate_search(ctx, X, y, w, h_all, y_all):
     """Alternate scans: every ``h`` at the current ``h_y``, every ``h_y`` at the best ``h``.
 
     Starts at the rules of thumb; stops when a round changes neither.
     Returns the scored pairs ``(i, j)``, their scores and per-row spreads.
     """
     logs = np.array([np.log(np.asarray(h, float)).mean() for h in h_all])
-    rule = np.log(np.asarray(search._base_bandwidth(X, w), float)).mean()
+    rule = np.log(np.asarray(ctx.base_bandwidth(X, w), float)).mean()
     i = int(np.argmin(np.abs(logs - rule)))
     j = int(np.argmin(np.abs(np.log(y_all / np.median(y_all))))) if y_all[0] > 0 else 0
     cache: dict = {}
@@ -233,7 +232,7 @@ def _coordinate_search(search, X, y, w, h_all, y_all):
 
     def score_h(a: int, j: int) -> float:
         if (a, j) not in cache:
-            s, sd = _scores(search, X, y, w, h_all[a], y_all[[j]])
+            s, sd = _scores(ctx, X, y, w, h_all[a], y_all[[j]])
             cache[a, j] = (s[0], sd[0])
         return cache[a, j][0]
 
@@ -242,7 +241,7 @@ def _coordinate_search(search, X, y, w, h_all, y_all):
         i = _scan(len(h_all), lambda a, j=j: score_h(a, j), sorted_h)
         todo = [b for b in range(len(y_all)) if (i, b) not in cache]
         if todo:
-            s, sd = _scores(search, X, y, w, h_all[i], y_all[todo])
+            s, sd = _scores(ctx, X, y, w, h_all[i], y_all[todo])
             cache.update({(i, b): (s[k], sd[k]) for k, b in enumerate(todo)})
         j = max(range(len(y_all)), key=lambda b: cache[i, b][0])
         if (i, j) == previous:
@@ -278,12 +277,12 @@ def crps_score(estimator, X, y, sample_weight=None) -> float:
     return -float(np.average(crps, weights=sample_weight))
 
 
-def _grid_search_cv(search, X, y, sample_weight, h_all, y_all):
+def _grid_search_cv(ctx, X, y, sample_weight, h_all, y_all):
     """GridSearchCV over every ``(h, h_y)`` pair: CRPS scorer, or the quantile model's score."""
     grid = {"bandwidth": list(h_all), "y_bandwidth": list(y_all)}
-    scoring = crps_score if search.criterion == "crps" else None
-    gs = GridSearchCV(clone(search.estimator), grid, scoring=scoring, cv=search.cv,
-                      n_jobs=search.n_jobs)  # fmt: skip
+    scoring = crps_score if ctx.criterion == "crps" else None
+    gs = GridSearchCV(clone(ctx.estimator), grid, scoring=scoring, cv=ctx.cv,
+                      n_jobs=ctx.n_jobs)  # fmt: skip
     params = {} if sample_weight is None else {"sample_weight": sample_weight}
     gs.fit(X, y, **params)
     index = {(id_h, id_y) for id_h in range(len(h_all)) for id_y in range(len(y_all))}

@@ -15,31 +15,18 @@ from sklearn.utils.metadata_routing import (
 )
 
 from .._inference._formulas import CRITERIA
-from .._smoothers._base import check_weights
-from . import _mixed, _span
-from ._auto import centred_candidates, resolve_method
-from ._candidates import _Candidates
-from ._crps import DISTRIBUTION_CRITERIA, fit_distribution
+from . import _span
+from ._context import Context
+from ._crps import DISTRIBUTION_CRITERIA, check_distribution, fit_distribution
 from ._delegation import _Delegation
-from ._gradient import _Fitting
-from ._grid import _Grid
-from ._progress import _bandwidths, _Progress, _Reporting, _say
-from ._routing import _ESTIMATOR_ERROR, _nw_step, _Plumbing
-from ._rows import _collapse
+from ._results import caller_level
+from ._routes import check_criterion, closed_form, cross_validated, pipeline
+from ._routing import _ESTIMATOR_ERROR, _nw_step, get_scorer, metadata_router, route, validate
 
 __all__ = ["BandwidthSearchCV"]
 
 
-class BandwidthSearchCV(
-    _Delegation,
-    _Grid,
-    _Fitting,
-    _Candidates,
-    _Reporting,
-    _Plumbing,
-    MetaEstimatorMixin,
-    BaseEstimator,
-):
+class BandwidthSearchCV(_Delegation, MetaEstimatorMixin, BaseEstimator):
     """Select the bandwidths of a kernel regressor or classifier by cross-validation.
 
     It tunes :class:`NadarayaWatsonRegressor`, :class:`ParzenClassifier` and
@@ -203,8 +190,10 @@ class BandwidthSearchCV(
         does not depend on the scale of ``y``; a squared error beyond the
         float range (``y ~ 1e200``) is reported as ``-inf``.
     best_params_ : dict
-        ``{"bandwidth": ...}`` for the selected candidate (grid);
-        ``{"<last step>__bandwidth": ...}`` for a pipeline.
+        ``{"bandwidth": ...}``, the selected bandwidths (every method);
+        ``{"<last step>__bandwidth": ...}`` for a pipeline, ``{"span": ...}``
+        when the span is selected, with ``"y_bandwidth"`` for the criteria
+        "crps" and "pinball".
     best_index_ : int
         Index of the selected candidate in ``cv_results_`` (grid).
     cv_results_ : dict of ndarrays
@@ -380,94 +369,66 @@ class BandwidthSearchCV(
         if step is None:
             raise ValueError(_ESTIMATOR_ERROR.format(type(self.estimator).__name__))
         _span.check_spans(self, step)  # spans= needs an estimator with a span
-        self.span_ = None
+        ctx = Context.of(self, get_scorer(self.estimator, self.scoring))
+        selection, X, y, fit_params = self._run_search(ctx, step, X, y, sample_weight)
+        for name, value in vars(selection).items():
+            if value is not None:
+                setattr(self, name, value)
+        self.span_ = selection.span_
+        if selection.best_estimator_ is None:  # the route selected; the refit is here
+            best = clone(self.estimator).set_params(**selection.best_params_)
+            self.best_estimator_ = best.fit(X, y, **fit_params)
+        self.bandwidth_ = _nw_step(self.best_estimator_).bandwidth_.copy()
+        if self.criterion in DISTRIBUTION_CRITERIA:
+            self.y_bandwidth_ = self.best_estimator_.y_bandwidth_
+        return self
+
+    def _run_search(self, ctx: Context, step, X, y, sample_weight) -> tuple:
+        """Take the one route the parameters call for; return it with the refit's data.
+
+        Returns ``(selection, X, y, fit_params)``: the route's selection, the
+        data (validated where the route validated it) and what the refit of
+        ``best_estimator_`` passes to ``fit``.
+        """
         if self.criterion in DISTRIBUTION_CRITERIA:  # proper scores of the distribution
-            return fit_distribution(self, X, y, sample_weight)
+            check_distribution(ctx, np.asarray(y))
+            X, y = validate(self, self.estimator, X, y)
+            weights = {} if sample_weight is None else {"sample_weight": sample_weight}
+            return fit_distribution(ctx, X, y, sample_weight), X, y, weights
         loo_cv = isinstance(self.cv, str) and self.cv == "loo"
-        self._check_criterion(is_classifier(self.estimator))
+        check_criterion(ctx, is_classifier(self.estimator))
         if self.method not in ("grid", "auto") and not loo_cv:
             warnings.warn(
                 f"cv is ignored by method={self.method!r}, which minimises the closed-form "
                 "leave-one-out loss; it applies to method='grid' (and 'auto') only.",
                 UserWarning,
-                stacklevel=2,
+                stacklevel=caller_level(),
             )
         # Any cv but "loo" is GridSearchCV's: method="grid", or "auto" (which then means it).
-        closed_form = loo_cv or self.method not in ("grid", "auto")
-        routed = self._route(sample_weight)
-        self._scorer = self._get_scorer()
+        closed = loo_cv or self.method not in ("grid", "auto")
+        routed = route(self, sample_weight)
         if _span.selects_span(step):  # LOESS: the span, one fit per candidate
-            X, y = self._validate(X, y)
-            _span.fit_span(self, X, y, routed, loo_cv)
-        elif step is not self.estimator:
-            self._fit_pipeline(X, y, routed, closed_form)
-        elif closed_form:
-            X, y = self._validate(X, y)
-            bandwidth = self._search(X, y, routed.nw, routed.score)
-            self.best_estimator_ = clone(self.estimator).set_params(bandwidth=bandwidth)
-            self.best_estimator_.fit(X, y, **routed.fit)
+            X, y = validate(self, self.estimator, X, y)
+            return _span.fit_span(ctx, X, y, routed, loo_cv), X, y, routed.fit
+        if step is not self.estimator:
+            return pipeline(self, ctx, X, y, routed, closed), X, y, routed.fit
+        X, y = validate(self, self.estimator, X, y)
+        if closed:
+            selection = closed_form(ctx, X, y, routed.nw, routed.score)
         else:
-            X, y = self._validate(X, y)
-            candidates = self._cv_candidates(X, y, check_weights(routed.nw, X))
-            self._fit_grid_cv(X, y, candidates, routed.search, self._continuous_mask(X))
-        self.bandwidth_ = _nw_step(self.best_estimator_).bandwidth_.copy()
-        # Needed during fit only; a fitted search then holds no functions (nor the
-        # data), so skops can load it trusting data types alone.
-        del self._scorer
-        self.__dict__.pop("_encoded", None)
-        return self
+            selection = cross_validated(ctx, X, y, routed, ctx.continuous_mask(X))
+        return selection, X, y, routed.fit
 
-    def _cv_candidates(self, X, y, w: np.ndarray) -> list[np.ndarray]:
-        """Return the candidates of a cv other than "loo" (GridSearchCV's: refits per split)."""
-        cats, _ = self._categories_of(X)
-        if self.method == "auto" and self.bandwidths is None and cats is not None:
-            # 40 x 7^J default candidates, each refitted per split, cannot finish:
-            # a small grid around the leave-one-out optimum instead.
-            return centred_candidates(self, X, y, w)
-        return self._candidates(X, w)
+    def get_metadata_routing(self):
+        """Get the metadata routing of this object.
 
-    def _search(self, X, y, w_nw, w_score) -> np.ndarray:
-        """Closed-form leave-one-out search (grid, SGD or L-BFGS-B); returns the bandwidth."""
-        if (w_nw is None) != (w_score is None):
-            raise ValueError(
-                "sample_weight reaches "
-                + ("the estimator's fit but not the scorer" if w_score is None else
-                   "the scorer but not the estimator's fit")
-                + "; the closed-form leave-one-out (cv='loo', method='sgd' or 'lbfgs') weights "
-                "its fits and its scores alike. Request it for both or for neither "
-                "(set_fit_request and set_score_request on the estimator, set_score_request "
-                "on a scorer), or pass an integer cv."
-            )  # fmt: skip
-        cats, Xnum = self._categories_of(X)
-        if cats is None:
-            Xu, yu, wu = _collapse(X, y, check_weights(w_nw, X))
-        else:
-            Xu, yu, wu = _mixed.collapse(X, Xnum, y, check_weights(w_nw, Xnum), _collapse)
-        if len(Xu) < 2:
-            raise ValueError(
-                "Leave-one-out needs at least 2 distinct training points with positive "
-                f"weight; got {len(Xu)} (1 sample)."
-            )
-        yu = self._scaled_targets(yu, wu)
-        at_rule = clone(self.estimator).set_params  # the protocol object at the rule of thumb
-        self.method_ = resolve_method(self, cats, lambda: at_rule(
-            bandwidth=self._base_bandwidth(Xu, wu)).fit(Xu, yu, wu)._leave_one_out())  # fmt: skip
-        self._progress = _Progress(self.verbose)
-        try:
-            if self.method_ == "grid":
-                bandwidth = self._fit_grid_loo(Xu, yu, wu, len(X))
-            else:
-                # The gradient passes run on brute force, whatever the estimator's algorithm.
-                self._announce(len(X), Xu, wu, "brute force")
-                fit = self._fit_sgd if self.method_ == "sgd" else self._fit_lbfgs
-                bandwidth = fit(Xu, yu, wu)
-            if self.verbose:
-                unit = {"grid": "candidates", "sgd": "epochs", "lbfgs": "iterations"}[self.method_]
-                _say(
-                    f"Done in {self._progress.elapsed():.1f} s ({self.n_iter_} {unit}): "
-                    f"bandwidth {_bandwidths(bandwidth, self.verbose)}, "
-                    f"score {self.best_score_:.6g}"
-                )
-        finally:
-            del self._progress
-        return bandwidth
+        ``fit``'s metadata goes to the estimator's ``fit`` and to the scorer
+        (the default scorer asks for what the estimator's ``score`` asks for),
+        ``score``'s to the estimator's ``score``.
+
+        Returns
+        -------
+        routing : MetadataRouter
+            The routing information.
+        """
+        return metadata_router(self)

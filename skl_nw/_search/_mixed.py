@@ -66,39 +66,39 @@ def candidates(cats, base: np.ndarray, factors: np.ndarray) -> tuple[list, np.nd
     return list(H.reshape(-1, len(base))), grid
 
 
-def grid_scores(search, Xu, yu, wu, base, factors, grid, score) -> np.ndarray:
-    """Scores of every (lambda, factor) candidate, lambda-major, from one pass."""
-    est = clone(search.estimator).set_params(bandwidth=base).fit(Xu, yu, wu)
+def grid_scores(ctx, Xu, yu, wu, base, factors, grid) -> tuple:
+    """Scores of every (lambda, factor) candidate, lambda-major, from one pass; the fit."""
+    est = clone(ctx.estimator).set_params(bandwidth=base).fit(Xu, yu, wu)
     loo = est._leave_one_out()
-    if search.criterion != "loo":
-        return _criterion_scores(search, est, loo, Xu, yu, wu, base, factors, grid), est
+    if ctx.criterion != "loo":
+        return _criterion_scores(ctx, est, loo, Xu, yu, wu, base, factors, grid), est
     if loo.takes_lambdas:  # every lambda from one pass over the cells
-        P = loo.predictions(factors, n_jobs=search.n_jobs, lambdas=grid)
+        P = loo.predictions(factors, n_jobs=ctx.n_jobs, lambdas=grid)
     else:  # one pass per lambda vector
         P = np.stack([
             clone(est).set_params(bandwidth=_with(base, est.is_categorical_, lam)).fit(Xu, yu, wu)
-            ._leave_one_out().predictions(factors, n_jobs=search.n_jobs)
+            ._leave_one_out().predictions(factors, n_jobs=ctx.n_jobs)
             for lam in grid
         ])  # fmt: skip
-    if search.scoring is None and not is_classifier(est):
+    if ctx.scoring is None and not is_classifier(est):
         # The default score of every candidate at once (as _score computes it).
         Y = np.asarray(yu, dtype=np.float64).reshape(len(yu), -1)
         mse = np.einsum("lfnk,n->lf", (P - Y) ** 2, wu / wu.sum()) / Y.shape[1]
         return np.where(np.isnan(mse), -np.inf, -mse).ravel(), est
-    return np.array([score(est, P_lf, yu, wu) for P_l in P for P_lf in P_l]), est
+    return np.array([ctx.score(est, P_lf, yu, wu) for P_l in P for P_lf in P_l]), est
 
 
-def _criterion_scores(search, est, loo, Xu, yu, wu, base, factors, grid) -> np.ndarray:
+def _criterion_scores(ctx, est, loo, Xu, yu, wu, base, factors, grid) -> np.ndarray:
     """In-sample criterion of every (lambda, factor) candidate, lambda-major."""
     if loo.takes_lambdas:  # fits and hat diagonals of every lambda from one pass
-        fits, hat = loo.fits(factors, n_jobs=search.n_jobs, lambdas=grid)
+        fits, hat = loo.fits(factors, n_jobs=ctx.n_jobs, lambdas=grid)
     else:  # one pass per lambda vector
         fits, hat = zip(*[
             clone(est).set_params(bandwidth=_with(base, est.is_categorical_, lam)).fit(Xu, yu, wu)
-            ._leave_one_out().fits(factors, n_jobs=search.n_jobs)
+            ._leave_one_out().fits(factors, n_jobs=ctx.n_jobs)
             for lam in grid
         ], strict=True)  # fmt: skip
-    return np.concatenate([search._criterion_scores(F, H, yu, wu)
+    return np.concatenate([ctx.criterion_scores(F, H, yu, wu)
                            for F, H in zip(fits, hat, strict=True)])  # fmt: skip
 
 

@@ -2,12 +2,32 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 
 import numpy as np
+import sklearn
 from scipy.stats import rankdata
 
-__all__ = ["edge_of", "grid_results", "rename_results", "warn_at_edge"]
+import skl_nw
+
+__all__ = ["caller_level", "edge_of", "grid_results", "rename_results", "warn_at_edge"]
+
+# Frames of these packages are not the user's: ours, and scikit-learn's fit wrapper.
+_PACKAGES = tuple(os.path.dirname(os.path.abspath(m.__file__)) for m in (sklearn, skl_nw))
+
+
+def caller_level() -> int:
+    """Return the ``stacklevel`` of the first frame outside this package and scikit-learn.
+
+    The search's routes warn from different depths; the warning names the
+    user's line that called ``fit`` (or scikit-learn's function that did).
+    """
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGES):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def grid_results(candidates: list, scores, stds, fit_times, score_times) -> dict:
@@ -102,5 +122,5 @@ def warn_at_edge(edge: str | None, bandwidths) -> None:
         f"bandwidths=[f * search.best_params_['bandwidth'] for f in {example}], or accept "
         f"the limit it tends to ({limit}).",
         UserWarning,
-        stacklevel=4,
+        stacklevel=caller_level(),
     )

@@ -23,7 +23,8 @@ from sklearn.model_selection import GridSearchCV
 
 from .._engine import npar
 from .._smoothers._base import check_weights
-from ._results import grid_results, rename_results
+from ._context import Selection
+from ._results import caller_level, grid_results, rename_results
 
 __all__ = ["DEFAULT_SPANS", "candidate_spans", "fit_span", "selects_span"]
 
@@ -47,83 +48,80 @@ def check_spans(search, step) -> None:
         )
 
 
-def candidate_spans(search, n: int, d: int) -> np.ndarray:
+def candidate_spans(ctx, n: int, d: int) -> np.ndarray:
     """Return the given ``spans``, or the default ones that leave each fit enough rows."""
-    if search.spans is not None:
-        spans = np.asarray(search.spans, dtype=float).ravel()
+    if ctx.spans is not None:
+        spans = np.asarray(ctx.spans, dtype=float).ravel()
         if spans.size == 0 or not np.all(np.isfinite(spans) & (spans > 0)):
-            raise ValueError(f"spans must be positive finite numbers; got {search.spans!r}.")
+            raise ValueError(f"spans must be positive finite numbers; got {ctx.spans!r}.")
         return spans
-    degree = getattr(search.estimator, "degree", 0)
+    degree = getattr(ctx.estimator, "degree", 0)
     need = max(5, npar(d, degree) + 1)  # more rows than a local polynomial's coefficients
     spans = DEFAULT_SPANS[np.floor(DEFAULT_SPANS * n) >= need]
     return spans if spans.size else DEFAULT_SPANS[-1:]
 
 
-def fit_span(search, X, y, routed, loo_cv: bool) -> None:
-    """Select the span (closed form, or GridSearchCV for another ``cv``); refit the best."""
-    if hasattr(search.estimator, "steps"):
+def fit_span(ctx, X, y, routed, loo_cv: bool) -> Selection:
+    """Select the span (closed form, or GridSearchCV for another ``cv``)."""
+    if hasattr(ctx.estimator, "steps"):
         raise ValueError(
             "Span selection takes the estimator itself, not a pipeline: put the preceding "
             "steps outside, make_pipeline(scaler, BandwidthSearchCV(estimator))."
         )
-    if search.method not in ("grid", "auto"):
+    if ctx.method not in ("grid", "auto"):
         raise ValueError(
-            f"method={search.method!r} learns bandwidths by gradients; a span is selected "
+            f"method={ctx.method!r} learns bandwidths by gradients; a span is selected "
             "from a grid: use method='grid' or 'auto' (or span=None to learn bandwidths)."
         )
-    spans = candidate_spans(search, len(X), X.shape[1])
-    search.method_ = "grid"
+    spans = candidate_spans(ctx, len(X), X.shape[1])
     if not loo_cv:
-        grid = GridSearchCV(search.estimator, {"span": list(spans)}, scoring=search._scorer,
-                            cv=search.cv, n_jobs=search.n_jobs, verbose=search.verbose)  # fmt: skip
+        grid = GridSearchCV(ctx.estimator, {"span": list(spans)}, scoring=ctx.scorer,
+                            cv=ctx.cv, n_jobs=ctx.n_jobs, verbose=ctx.verbose)  # fmt: skip
         grid.fit(X, y, **routed.search)
-        for name in ("cv_results_", "best_estimator_", "best_score_", "best_params_",
-                     "best_index_"):  # fmt: skip
-            setattr(search, name, getattr(grid, name))
-        search.n_iter_, search.span_ = len(spans), search.best_params_["span"]
-        return
+        return Selection(
+            best_params_=grid.best_params_, best_score_=grid.best_score_,
+            n_iter_=len(spans), best_index_=grid.best_index_, cv_results_=grid.cv_results_,
+            span_=grid.best_params_["span"], best_estimator_=grid.best_estimator_,
+        )  # fmt: skip
     w = check_weights(routed.nw, X)
-    yu = search._scaled_targets(np.asarray(y), w)
-    search._criterion_terms = []
-    scores, stds, times = _score_spans(search, X, yu, w, routed.nw, spans)
+    yu = ctx.scaled_targets(np.asarray(y), w)
+    scores, stds, times = _score_spans(ctx, X, yu, w, routed.nw, spans)
     if not np.isfinite(scores).any():
-        raise ValueError(search._unscorable())
+        raise ValueError(ctx.unscorable())
     best = int(np.argmax(scores))
-    scores, stds = search._in_y_units(scores), search._in_y_units(stds)
+    scores, stds = ctx.in_y_units(scores), ctx.in_y_units(stds)
     results = grid_results(list(spans), scores, stds, times[:, 0], times[:, 1])
-    search.cv_results_ = rename_results(results, "span")
-    search.best_index_, search.best_score_ = best, float(scores[best])
-    search.best_params_ = {"span": float(spans[best])}
-    search.n_iter_, search.span_ = len(spans), float(spans[best])
     if best == 0 and len(spans) > 1:
         warnings.warn(
             f"The selected span {spans[0]:g} is the smallest candidate: the score may still "
             "improve below it. Pass smaller spans (spans=[...]).",
             UserWarning,
-            stacklevel=4,
+            stacklevel=caller_level(),
         )
-    search.best_estimator_ = clone(search.estimator).set_params(span=float(spans[best]))
-    search.best_estimator_.fit(X, y, **routed.fit)
+    return Selection(
+        best_params_={"span": float(spans[best])}, best_score_=float(scores[best]),
+        n_iter_=len(spans), best_index_=best, cv_results_=rename_results(results, "span"),
+        span_=float(spans[best]),
+    )  # fmt: skip
 
 
-def _score_spans(search, X, yu, w, w_fit, spans):
+def _score_spans(ctx, X, yu, w, w_fit, spans):
     """Scores, per-row spreads and (fit, score) seconds of each candidate span."""
     scores, stds = np.empty(len(spans)), np.full(len(spans), np.nan)
     times = np.zeros((len(spans), 2))
     for t, span in enumerate(spans):
         start = time.perf_counter()
-        fitted = clone(search.estimator).set_params(span=float(span))
+        fitted = clone(ctx.estimator).set_params(span=float(span))
         fitted.fit(X, yu, sample_weight=w_fit)
         loo = fitted._leave_one_out()
-        if search.criterion != "loo":
-            fits, hat = loo.fits((1.0,), n_jobs=search.n_jobs)
+        if ctx.criterion != "loo":
+            fits, hat = loo.fits((1.0,), n_jobs=ctx.n_jobs)
             middle = time.perf_counter()
-            scores[t] = search._criterion_scores(fits, hat, yu, w)[0]
+            scores[t] = ctx.criterion_scores(fits, hat, yu, w)[0]
         else:
-            P = loo.predictions((1.0,), n_jobs=search.n_jobs)[0]
+            P = loo.predictions((1.0,), n_jobs=ctx.n_jobs)[0]
             middle = time.perf_counter()
-            scores[t] = search._score(fitted, P, yu, w)
-            stds[t] = search._row_std(fitted, P, yu, w)
+            scores[t] = ctx.score(fitted, P, yu, w)
+            stds[t] = ctx.row_std(fitted, P, yu, w)
         times[t] = middle - start, time.perf_counter() - middle
     return scores, stds, times

@@ -214,3 +214,18 @@ def test_auto_bins_only_when_asked_and_errors(rng):
     assert LocalPolynomialRegressor(binned_tol=1e-3).fit(X, y)._fit_method == "binned"
     with pytest.raises(ValueError, match="algorithm='binned' supports at most 3 features"):
         LocalPolynomialRegressor(algorithm="binned").fit(rng.normal(size=(50, 4)), y[:50])
+
+
+@pytest.mark.parametrize("degree", [1, 2])
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+def test_wide_bandwidths_stay_within_the_tolerance_of_the_exact_fit(rng, kernel, degree):
+    # Nodes far apart against the data's spread lose a quadratic to rounding (0.77 of the
+    # range of y at 1e6 spreads before the nodes were checked): exact queries there.
+    X = rng.uniform(0, 1, (40, 2))
+    y = np.sin(4 * X[:, 0]) + 0.3 * X[:, 1] ** 2
+    for h in 10.0 ** np.arange(0, 13, 2):
+        params = {"degree": degree, "bandwidth": h, "kernel": kernel}
+        binned = LocalPolynomialRegressor(**params, algorithm="binned", binned_tol=1e-3)
+        exact = LocalPolynomialRegressor(**params, algorithm="brute").fit(X, y)
+        got = binned.fit(X, y).predict(X)
+        np.testing.assert_allclose(got, exact.predict(X), rtol=0, atol=1e-3 * np.ptp(y))

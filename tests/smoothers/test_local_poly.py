@@ -11,6 +11,7 @@ import skl_nw._engine._local_fit as local_fit
 from conftest import PROFILES, naive_local_poly, naive_local_poly_loo
 from skl_nw import BandwidthSearchCV, LocalPolynomialRegressor, NadarayaWatsonRegressor
 from skl_nw._kernels import kernel_names
+from skl_nw._smoothers._base import rule_of_thumb
 
 KERNELS = kernel_names()
 COMPACT = ["tophat", "epanechnikov", "linear", "cosine"]
@@ -304,7 +305,7 @@ def test_bandwidth_search_cv_folds_and_sgd(rng):
     sgd = BandwidthSearchCV(LocalPolynomialRegressor(), method="sgd", random_state=0).fit(X, y)
     assert sgd.loss_curve_[-1] <= sgd.loss_curve_[0]
     start = BandwidthSearchCV(
-        LocalPolynomialRegressor(), bandwidths=[sgd._base_bandwidth(X, np.ones(len(X)))]
+        LocalPolynomialRegressor(), bandwidths=[rule_of_thumb(X, "scott")]
     ).fit(X, y)
     assert sgd.best_score_ >= start.best_score_
 
