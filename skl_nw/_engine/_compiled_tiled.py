@@ -10,6 +10,10 @@ features go into each read-modify-write of the block.  Then the exponential
 and the sums take the block in the same pass, and the value columns past the
 first are summed in tiles (:func:`_tile_columns`).
 
+``sq_distances_tiled`` writes the squared distances themselves (the same
+register tiles), for the passes that need the (m, n) block: the grouped sums
+and the other kernels' log-space path where the folded product could cancel.
+
 ``exp_dot_tiled`` (the folded dot product: ``c`` multiply-adds per pair) is
 exact to the GEMM's rounding, which the caller bounds; ``exp_diff_tiled``
 (squared differences: a subtraction and a multiply-add per feature) is exact
@@ -267,3 +271,24 @@ def exp_diff_tiled(Q, XT, slope, off, VT, out):  # pragma: no cover - compiled
                 _diff_block(P[s : s + _TILE], XT, j0, jb, slope, off, A)
                 _exp_block(A, E[s : s + _TILE], j0, jb, VT[0], lead, sums[s : s + _TILE])
         _finish_group(sums, E, g0, VT, out, lead)
+
+
+@numba.njit(nogil=True, cache=True, fastmath=_FAST)
+def sq_distances_tiled(Q, XT, S):  # pragma: no cover - compiled
+    """``S[i, j] = |Q_i - X_j|^2`` by direct differences (exact to rounding for any finite input).
+
+    ``XT`` is ``X.T`` (d, n) with ``d`` a multiple of 4 (zero rows padded, and
+    zero columns in ``Q``).  Each block of training points serves a group of
+    ``_GROUP`` tiles of four rows, as in :func:`exp_diff_tiled`.
+    """
+    m, n = Q.shape[0], XT.shape[1]
+    rows = _TILE * _GROUP
+    A, P, off = np.empty((_TILE, _BLOCK)), np.empty((rows, Q.shape[1])), np.zeros(n)
+    for g0 in range(0, m, rows):
+        tiles = _group_rows(Q, g0, P)
+        for j0 in range(0, n, _BLOCK):
+            jb = min(_BLOCK, n - j0)
+            for s in range(0, tiles * _TILE, _TILE):
+                _diff_block(P[s : s + _TILE], XT, j0, jb, 1.0, off, A)
+                for r in range(min(_TILE, m - g0 - s)):
+                    S[g0 + s + r, j0 : j0 + jb] = A[r, :jb]

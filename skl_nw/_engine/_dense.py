@@ -76,9 +76,11 @@ def sq_distances(Q: np.ndarray, train, kernel: Kernel) -> np.ndarray:
     error of about ``(d + 2) eps (|q|^2 + |x|^2)``; when that could exceed
     ``MAX_GEMM_ERROR`` (data far from the centre in bandwidth units), or for
     so few features that it saves nothing, the chunk sums squared
-    differences feature by feature instead (exact to rounding, no (m, n, d)
-    tensor).  Kernels that are not smooth in ``s`` at 0 (``exact_near_zero``)
-    also get their smallest distances recomputed directly.
+    differences instead (exact to rounding, no (m, n, d) tensor): feature by
+    feature in numpy, or in the compiled register tiles from
+    ``TILED_MIN_FEATURES`` features.  Kernels that are not smooth in ``s`` at
+    0 (``exact_near_zero``) also get their smallest distances recomputed
+    directly.
     """
     X = train.X
     Q = Q[:, : train.d]
@@ -86,6 +88,11 @@ def sq_distances(Q: np.ndarray, train, kernel: Kernel) -> np.ndarray:
     q_sq = np.einsum("ij,ij->i", Q, Q)
     gemm_error = (d + 2) * _EPS * (float(q_sq.max(initial=0.0)) + train.max_sq_norm)
     if d <= _DIRECT_MAX_FEATURES or gemm_error > MAX_GEMM_ERROR:
+        kernels = compiled()
+        if kernels is not None and d >= TILED_MIN_FEATURES:
+            S = np.empty((m, X.shape[0]))
+            kernels.sq_distances_tiled(pad_features(Q), padded_columns(train), S)
+            return S
         S = np.zeros((m, X.shape[0]))
         diff = np.empty_like(S)
         for j in range(d):
@@ -354,6 +361,19 @@ class FoldedKeys:
         for t, c in enumerate(self.slopes):
             compiled().exp_diff_tiled(queries, self.XT, c, self.offset, self.VT, out[t])
         return np.moveaxis(out, 0, 1)
+
+
+def padded_columns(train) -> np.ndarray:
+    """``pad_features(train.X).T``, contiguous: made once per training set and kept on it.
+
+    Kept with the ``X`` it came from: a set copied with new inputs
+    (``TrainSet.rescaled``) makes its own.
+    """
+    cached = getattr(train, "_padded_columns", None)
+    if cached is None or cached[0] is not train.X:
+        cached = (train.X, np.ascontiguousarray(pad_features(train.X).T))
+        train._padded_columns = cached
+    return cached[1]
 
 
 def pad_features(A: np.ndarray) -> np.ndarray:
