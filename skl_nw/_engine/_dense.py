@@ -87,12 +87,12 @@ def sq_distances(Q: np.ndarray, train, kernel: Kernel) -> np.ndarray:
     m, d = Q.shape
     q_sq = np.einsum("ij,ij->i", Q, Q)
     gemm_error = (d + 2) * _EPS * (float(q_sq.max(initial=0.0)) + train.max_sq_norm)
+    kernels = compiled()
+    if kernels is not None and d >= TILED_MIN_FEATURES:
+        S = np.empty((m, X.shape[0]))
+        kernels.sq_distances_tiled(pad_features(Q), padded_columns(train), S)
+        return S
     if d <= _DIRECT_MAX_FEATURES or gemm_error > MAX_GEMM_ERROR:
-        kernels = compiled()
-        if kernels is not None and d >= TILED_MIN_FEATURES:
-            S = np.empty((m, X.shape[0]))
-            kernels.sq_distances_tiled(pad_features(Q), padded_columns(train), S)
-            return S
         S = np.zeros((m, X.shape[0]))
         diff = np.empty_like(S)
         for j in range(d):
