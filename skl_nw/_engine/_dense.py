@@ -72,26 +72,28 @@ def dense_chunk_rows(
 def sq_distances(Q: np.ndarray, train, kernel: Kernel) -> np.ndarray:
     """Squared distances between centred queries ``Q`` and the stored training inputs.
 
-    The BLAS expansion ``|q|^2 - 2 q.x + |x|^2`` has an absolute rounding
-    error of about ``(d + 2) eps (|q|^2 + |x|^2)``; when that could exceed
+    With the compiled kernels, from ``TILED_MIN_FEATURES`` features, direct
+    differences in register tiles (exact to rounding; faster than a GEMM of
+    inner dimension 4-16, level with it beyond: ``python -m benchmarks engine
+    --only paths``, Parzen).  Otherwise the BLAS expansion
+    ``|q|^2 - 2 q.x + |x|^2``, whose absolute rounding error is about
+    ``(d + 2) eps (|q|^2 + |x|^2)``; when that could exceed
     ``MAX_GEMM_ERROR`` (data far from the centre in bandwidth units), or for
     so few features that it saves nothing, the chunk sums squared
-    differences instead (exact to rounding, no (m, n, d) tensor): feature by
-    feature in numpy, or in the compiled register tiles from
-    ``TILED_MIN_FEATURES`` features.  Kernels that are not smooth in ``s`` at
-    0 (``exact_near_zero``) also get their smallest distances recomputed
-    directly.
+    differences feature by feature instead (exact to rounding, no (m, n, d)
+    tensor).  Kernels that are not smooth in ``s`` at 0 (``exact_near_zero``)
+    also get their smallest distances recomputed directly.
     """
     X = train.X
     Q = Q[:, : train.d]
     m, d = Q.shape
-    q_sq = np.einsum("ij,ij->i", Q, Q)
-    gemm_error = (d + 2) * _EPS * (float(q_sq.max(initial=0.0)) + train.max_sq_norm)
     kernels = compiled()
     if kernels is not None and d >= TILED_MIN_FEATURES:
         S = np.empty((m, X.shape[0]))
         kernels.sq_distances_tiled(pad_features(Q), padded_columns(train), S)
         return S
+    q_sq = np.einsum("ij,ij->i", Q, Q)
+    gemm_error = (d + 2) * _EPS * (float(q_sq.max(initial=0.0)) + train.max_sq_norm)
     if d <= _DIRECT_MAX_FEATURES or gemm_error > MAX_GEMM_ERROR:
         S = np.zeros((m, X.shape[0]))
         diff = np.empty_like(S)
