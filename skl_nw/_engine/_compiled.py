@@ -11,7 +11,8 @@ many value columns in tiles of four query rows by three columns (each training
 point's columns read once per tile), so no (m, n) block is ever written.  From
 ``_dense.TILED_MIN_FEATURES`` features the log weights come from register
 tiles instead (``_compiled_tiled``: the folded dot product, or direct
-differences where the GEMM's rounding bound fails).
+differences where the GEMM's rounding bound fails); the paths that need the
+squared distances themselves take the direct ones from the same tiles.
 
 The exponential (``_compiled_exp``) is a vectorisable polynomial, not libm's
 scalar ``exp`` (2 ulp); below ``-708`` it returns 0 (the engine redoes rows
@@ -44,7 +45,14 @@ from ._compiled_binned import (
 )
 from ._compiled_exp import _FAST, _exp_nonpositive
 from ._compiled_local import local_example, local_fit
-from ._compiled_tiled import _COLUMNS, _TILE, _tile_columns, exp_diff_tiled, exp_dot_tiled
+from ._compiled_tiled import (
+    _COLUMNS,
+    _TILE,
+    _tile_columns,
+    exp_diff_tiled,
+    exp_dot_tiled,
+    sq_distances_tiled,
+)
 from ._compiled_window import window_example, window_sums
 
 __all__ = [
@@ -65,6 +73,7 @@ __all__ = [
     "loo_grad",
     "offset_bin",
     "offset_bin_line",
+    "sq_distances_tiled",
     "warm_up",
     "window_sums",
 ]
@@ -389,6 +398,7 @@ def examples() -> dict:
         exp_dot_tiled: (np.zeros((1, 5)), np.zeros((5, 3)), values, np.empty((1, 2))),
         exp_diff_tiled: (np.zeros((1, 4)), np.zeros((4, 3)), -0.5, np.zeros(3), values,
                          np.empty((1, 2))),
+        sq_distances_tiled: (np.zeros((1, 4)), np.zeros((4, 3)), np.empty((1, 3))),
         exp_dot_sums_coded: (row, keys, values, np.zeros((1, 1)), bounds, np.empty((1, 2))),
         exp_sums_coded: (row, row, row, np.zeros((1, 2), np.int64), np.empty((1, 2))),
         exp_sums_chained: (row, col, np.array([-0.5, -1.0]), np.array([False, True]),

@@ -10,6 +10,10 @@ features go into each read-modify-write of the block.  Then the exponential
 and the sums take the block in the same pass, and the value columns past the
 first are summed in tiles (:func:`_tile_columns`).
 
+``sq_distances_tiled`` writes the squared distances themselves (the same
+register tiles), for the passes that need the (m, n) block: the grouped sums
+and the other kernels' log-space path where the folded product could cancel.
+
 ``exp_dot_tiled`` (the folded dot product: ``c`` multiply-adds per pair) is
 exact to the GEMM's rounding, which the caller bounds; ``exp_diff_tiled``
 (squared differences: a subtraction and a multiply-add per feature) is exact
@@ -139,35 +143,63 @@ def _dot_block(P, KT, j0, jb, A):  # pragma: no cover - compiled
 
 
 @numba.njit(inline="always", fastmath=_FAST)
+def _sq4(x0, x1, x2, x3, y0, y1, y2, y3):  # pragma: no cover - compiled
+    """``|x - y|^2`` over four features."""
+    v0, v1, v2, v3 = x0 - y0, x1 - y1, x2 - y2, x3 - y3
+    return v0 * v0 + v1 * v1 + v2 * v2 + v3 * v3
+
+
+@numba.njit(inline="always", fastmath=_FAST)
+def _sq4x4(x, XT, uf, jj):  # pragma: no cover - compiled
+    """Return the four rows' ``|x_r - X_jj|^2`` over features ``uf:uf + 4`` (``x``: 16 values)."""
+    o, t, h = numba.uint64(1), numba.uint64(2), numba.uint64(3)
+    y0, y1, y2, y3 = XT[uf, jj], XT[uf + o, jj], XT[uf + t, jj], XT[uf + h, jj]
+    return (
+        _sq4(x[0], x[1], x[2], x[3], y0, y1, y2, y3),
+        _sq4(x[4], x[5], x[6], x[7], y0, y1, y2, y3),
+        _sq4(x[8], x[9], x[10], x[11], y0, y1, y2, y3),
+        _sq4(x[12], x[13], x[14], x[15], y0, y1, y2, y3),
+    )
+
+
+# The first four features write the block (no pass of its own zeroes it); with only
+# four, that pass also scales it: in d = 4-32 up to 1.2x the whole kernel's rate
+# (``python -m benchmarks engine --only kernels``, "tiled differences").
+@numba.njit(inline="always", fastmath=_FAST)
 def _diff_block(P, XT, j0, jb, slope, off, A):  # pragma: no cover - compiled
     """``A[r, j] = slope |P_r - X_(j0 + j)|^2 + off[j0 + j]``, ``d % 4 == 0``."""
     d = XT.shape[0]
     z, o, t, h = numba.uint64(0), numba.uint64(1), numba.uint64(2), numba.uint64(3)
     u0, ub = numba.uint64(j0), numba.uint64(jb)
-    A[:, :jb] = 0.0
     for f in range(0, d, 4):  # four features of four rows per pass
-        x00, x01, x02, x03 = P[0, f], P[0, f + 1], P[0, f + 2], P[0, f + 3]
-        x10, x11, x12, x13 = P[1, f], P[1, f + 1], P[1, f + 2], P[1, f + 3]
-        x20, x21, x22, x23 = P[2, f], P[2, f + 1], P[2, f + 2], P[2, f + 3]
-        x30, x31, x32, x33 = P[3, f], P[3, f + 1], P[3, f + 2], P[3, f + 3]
+        x = (P[0, f], P[0, f + 1], P[0, f + 2], P[0, f + 3],
+             P[1, f], P[1, f + 1], P[1, f + 2], P[1, f + 3],
+             P[2, f], P[2, f + 1], P[2, f + 2], P[2, f + 3],
+             P[3, f], P[3, f + 1], P[3, f + 2], P[3, f + 3])  # fmt: skip
         uf = numba.uint64(f)
+        if d == 4:
+            for j in range(ub):
+                s0, s1, s2, s3 = _sq4x4(x, XT, uf, u0 + j)
+                w = off[u0 + j]
+                A[z, j], A[o, j] = slope * s0 + w, slope * s1 + w
+                A[t, j], A[h, j] = slope * s2 + w, slope * s3 + w
+        elif f == 0:
+            for j in range(ub):
+                A[z, j], A[o, j], A[t, j], A[h, j] = _sq4x4(x, XT, uf, u0 + j)
+        else:
+            for j in range(ub):
+                s0, s1, s2, s3 = _sq4x4(x, XT, uf, u0 + j)
+                A[z, j] += s0
+                A[o, j] += s1
+                A[t, j] += s2
+                A[h, j] += s3
+    if d > 4:
         for j in range(ub):
-            jj = u0 + j
-            y0, y1, y2, y3 = XT[uf, jj], XT[uf + o, jj], XT[uf + t, jj], XT[uf + h, jj]
-            v0, v1, v2, v3 = x00 - y0, x01 - y1, x02 - y2, x03 - y3
-            A[z, j] += v0 * v0 + v1 * v1 + v2 * v2 + v3 * v3
-            v0, v1, v2, v3 = x10 - y0, x11 - y1, x12 - y2, x13 - y3
-            A[o, j] += v0 * v0 + v1 * v1 + v2 * v2 + v3 * v3
-            v0, v1, v2, v3 = x20 - y0, x21 - y1, x22 - y2, x23 - y3
-            A[t, j] += v0 * v0 + v1 * v1 + v2 * v2 + v3 * v3
-            v0, v1, v2, v3 = x30 - y0, x31 - y1, x32 - y2, x33 - y3
-            A[h, j] += v0 * v0 + v1 * v1 + v2 * v2 + v3 * v3
-    for j in range(ub):
-        w = off[u0 + j]
-        A[z, j] = slope * A[z, j] + w
-        A[o, j] = slope * A[o, j] + w
-        A[t, j] = slope * A[t, j] + w
-        A[h, j] = slope * A[h, j] + w
+            w = off[u0 + j]
+            A[z, j] = slope * A[z, j] + w
+            A[o, j] = slope * A[o, j] + w
+            A[t, j] = slope * A[t, j] + w
+            A[h, j] = slope * A[h, j] + w
 
 
 @numba.njit(inline="always", fastmath=_FAST)
@@ -267,3 +299,24 @@ def exp_diff_tiled(Q, XT, slope, off, VT, out):  # pragma: no cover - compiled
                 _diff_block(P[s : s + _TILE], XT, j0, jb, slope, off, A)
                 _exp_block(A, E[s : s + _TILE], j0, jb, VT[0], lead, sums[s : s + _TILE])
         _finish_group(sums, E, g0, VT, out, lead)
+
+
+@numba.njit(nogil=True, cache=True, fastmath=_FAST)
+def sq_distances_tiled(Q, XT, S):  # pragma: no cover - compiled
+    """``S[i, j] = |Q_i - X_j|^2`` by direct differences (exact to rounding for any finite input).
+
+    ``XT`` is ``X.T`` (d, n) with ``d`` a multiple of 4 (zero rows padded, and
+    zero columns in ``Q``).  Each block of training points serves a group of
+    ``_GROUP`` tiles of four rows, as in :func:`exp_diff_tiled`.
+    """
+    m, n = Q.shape[0], XT.shape[1]
+    rows = _TILE * _GROUP
+    A, P, off = np.empty((_TILE, _BLOCK)), np.empty((rows, Q.shape[1])), np.zeros(n)
+    for g0 in range(0, m, rows):
+        tiles = _group_rows(Q, g0, P)
+        for j0 in range(0, n, _BLOCK):
+            jb = min(_BLOCK, n - j0)
+            for s in range(0, tiles * _TILE, _TILE):
+                _diff_block(P[s : s + _TILE], XT, j0, jb, 1.0, off, A)
+                for r in range(min(_TILE, m - g0 - s)):
+                    S[g0 + s + r, j0 : j0 + jb] = A[r, :jb]

@@ -72,8 +72,12 @@ def dense_chunk_rows(
 def sq_distances(Q: np.ndarray, train, kernel: Kernel) -> np.ndarray:
     """Squared distances between centred queries ``Q`` and the stored training inputs.
 
-    The BLAS expansion ``|q|^2 - 2 q.x + |x|^2`` has an absolute rounding
-    error of about ``(d + 2) eps (|q|^2 + |x|^2)``; when that could exceed
+    With the compiled kernels, from ``TILED_MIN_FEATURES`` features, direct
+    differences in register tiles (exact to rounding; faster than a GEMM of
+    inner dimension 4-16, level with it beyond: ``python -m benchmarks engine
+    --only paths``, Parzen).  Otherwise the BLAS expansion
+    ``|q|^2 - 2 q.x + |x|^2``, whose absolute rounding error is about
+    ``(d + 2) eps (|q|^2 + |x|^2)``; when that could exceed
     ``MAX_GEMM_ERROR`` (data far from the centre in bandwidth units), or for
     so few features that it saves nothing, the chunk sums squared
     differences feature by feature instead (exact to rounding, no (m, n, d)
@@ -83,6 +87,11 @@ def sq_distances(Q: np.ndarray, train, kernel: Kernel) -> np.ndarray:
     X = train.X
     Q = Q[:, : train.d]
     m, d = Q.shape
+    kernels = compiled()
+    if kernels is not None and d >= TILED_MIN_FEATURES:
+        S = np.empty((m, X.shape[0]))
+        kernels.sq_distances_tiled(pad_features(Q), padded_columns(train), S)
+        return S
     q_sq = np.einsum("ij,ij->i", Q, Q)
     gemm_error = (d + 2) * _EPS * (float(q_sq.max(initial=0.0)) + train.max_sq_norm)
     if d <= _DIRECT_MAX_FEATURES or gemm_error > MAX_GEMM_ERROR:
@@ -354,6 +363,19 @@ class FoldedKeys:
         for t, c in enumerate(self.slopes):
             compiled().exp_diff_tiled(queries, self.XT, c, self.offset, self.VT, out[t])
         return np.moveaxis(out, 0, 1)
+
+
+def padded_columns(train) -> np.ndarray:
+    """``pad_features(train.X).T``, contiguous: made once per training set and kept on it.
+
+    Kept with the ``X`` it came from: a set copied with new inputs
+    (``TrainSet.rescaled``) makes its own.
+    """
+    cached = getattr(train, "_padded_columns", None)
+    if cached is None or cached[0] is not train.X:
+        cached = (train.X, np.ascontiguousarray(pad_features(train.X).T))
+        train._padded_columns = cached
+    return cached[1]
 
 
 def pad_features(A: np.ndarray) -> np.ndarray:

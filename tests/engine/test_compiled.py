@@ -442,6 +442,7 @@ for est in (NadarayaWatsonRegressor(0.5, algorithm="brute"),
             LocalPolynomialRegressor(1.0, algorithm="brute")):
     est.fit(X5, X5[:, 0]).predict(X5[:40])
     est.predict(X5[:40] + 100.0)
+ParzenClassifier(0.5).fit(X5, X5[:, 0] > 0).predict_proba(X5[:40] + 100.0)  # distances, tiled
 for kernel, args in examples.items():
     signature = tuple(numba.typeof(a) for a in args)
     new = [s for s in kernel.signatures if s != signature]
@@ -500,6 +501,35 @@ def test_tiled_kernels_equal_formula(compiled, rng, c, k):
         out = np.full((m, k + 1), np.nan)
         kernel(*args, VT, out)
         assert np.all(np.abs(out - ref) <= 1e-13 * (1 + S.max()) * scale)
+
+
+@pytest.mark.parametrize("d", [4, 5, 12])
+def test_tiled_squared_distances_equal_differences(compiled, rng, d):
+    # Far from the origin (1e6 +- 1e3: the expansion |q|^2 - 2 q.x + |x|^2 would lose
+    # every digit), partial tiles and groups (m = 37), a partial block (n = 601).
+    m, n = 37, 601
+    X, Q = 1e6 + 1e3 * rng.normal(size=(n, d)), 1e6 + 1e3 * rng.normal(size=(m, d))
+    S = np.full((m, n), np.nan)
+    XT = np.ascontiguousarray(_dense.pad_features(X).T)
+    compiled.sq_distances_tiled(_dense.pad_features(Q), XT, S)
+    expected = ((Q[:, None, :] - X[None, :, :]) ** 2).sum(axis=2)
+    assert_allclose(S, expected, rtol=1e-14)
+
+
+@pytest.mark.parametrize("d", [4, 9])
+def test_parzen_far_from_the_centre_equals_formula_on_both_paths(compiled, rng, monkeypatch, d):
+    # Queries 30 bandwidths out: the squared distances by direct differences (compiled
+    # tiles, or numpy's feature-by-feature passes), the grouped sums per class.
+    X, y = rng.normal(size=(500, d)), rng.integers(0, 3, 500)
+    Q = rng.normal(size=(40, d)) + 30 * 0.7
+    model = ParzenClassifier(bandwidth=0.7, algorithm="brute").fit(X, y)
+    fast = model.predict_proba(Q)
+    monkeypatch.setattr(_dense, "compiled", lambda: None)
+    assert_allclose(fast, model.predict_proba(Q), rtol=1e-11, atol=1e-12)
+    log_k = -0.5 * ((Q[:, None, :] - X[None]) ** 2).sum(axis=2) / 0.7**2
+    weights = np.exp(log_k - log_k.max(axis=1, keepdims=True))
+    expected = weights @ np.eye(3)[y] / weights.sum(axis=1, keepdims=True)
+    assert_allclose(fast, expected, rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("d", [3, 4, 5, 9, 16])
