@@ -124,6 +124,12 @@ class TrainSet:
                 if len(rows):
                     self.trees.append(GroupTree(self.X, rows, algorithm, leaf_size))
 
+    def __getstate__(self) -> dict:
+        """Return the state to pickle, without caches made on first use (rebuilt on need)."""
+        state = self.__dict__.copy()
+        state.pop("_padded_columns", None)  # the compiled tiles' copy of X (n x d)
+        return state
+
     def _set_discrete(self, codes, code_rows, n_categories, order) -> None:
         self.d = self.X.shape[1]
         self.onehot = self.codes = self.code_rows = None
