@@ -5,7 +5,7 @@ dense formulas written here (each query's radius from a full sort of its
 distances, weights ``w_i K(d_i / r_q)``, one ``lstsq`` per query), explicit
 refits for the leave-one-out, the backends against each other, and the
 ``fastloess`` package (two features, degree 2) where it is installed.  R's
-``loess`` is not compared here: R was not available where these were written.
+``loess`` is compared in ``test_loess_r.py``.
 """
 
 import pickle
