@@ -45,7 +45,7 @@ from ._compiled_binned import (
 from ._compiled_exp import _FAST, _exp_nonpositive
 from ._compiled_local import local_example, local_fit
 from ._compiled_tiled import _COLUMNS, _TILE, _tile_columns, exp_diff_tiled, exp_dot_tiled
-from ._compiled_window import window_example, window_sums
+from ._compiled_window import window_example, window_moments, window_sums, window_tree_sums
 
 __all__ = [
     "binned_loo",
@@ -66,7 +66,9 @@ __all__ = [
     "offset_bin",
     "offset_bin_line",
     "warm_up",
+    "window_moments",
     "window_sums",
+    "window_tree_sums",
 ]
 
 
