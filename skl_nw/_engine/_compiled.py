@@ -43,6 +43,7 @@ from ._compiled_binned import (
     offset_bin_line,
 )
 from ._compiled_exp import _FAST, _exp_nonpositive
+from ._compiled_grid import grid_example, grid_radii, grid_sums
 from ._compiled_local import local_example, local_fit
 from ._compiled_tiled import _COLUMNS, _TILE, _tile_columns, exp_diff_tiled, exp_dot_tiled
 from ._compiled_window import window_example, window_moments, window_sums, window_tree_sums
@@ -60,6 +61,8 @@ __all__ = [
     "exp_sums",
     "exp_sums_chained",
     "exp_sums_coded",
+    "grid_radii",
+    "grid_sums",
     "linear_bin",
     "local_fit",
     "loo_grad",
@@ -400,6 +403,7 @@ def examples() -> dict:
         local_fit: local_example(),
         **binned_examples(),
         **window_example(),
+        **grid_example(),
     }  # fmt: skip
 
 

@@ -1,10 +1,12 @@
-"""The window path's compiled sums against a dense formula (one dimension, spans).
+"""The compiled span paths against dense formulas: the window (1-D) and the cell grid (2-D, 3-D).
 
 The block tree (``window_moments`` + ``window_tree_sums``: Taylor-shifted
 block moments) and the row-by-row loop (``window_sums``) against
 ``sum_{|x_i - q| < r, i != own} K(|x_i - q| / r)^p WV_i`` written here with
 numpy, on data with ties, radii of zero, rows left out, both powers, and
 offsets far from the origin (the moments are about each block's centre).
+The grid's radii against a full sort, its sums against dense sums, with ties,
+a tight cluster, rows that do not count and queries outside the data.
 """
 
 import numpy as np
@@ -61,3 +63,39 @@ def test_block_tree_and_loop_equal_the_dense_sums(rng, a, b, offset):
             assert np.abs(fast[:, :P] - want[:, :P]).max() <= 1e-12 * scale
             # A row-less window is exactly 0 (the fallback rules see it).
             assert (fast[count == 0, :P] == 0).all()
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_grid_radii_and_sums_equal_a_full_sort(rng, d):
+    """The grid's k-th distances equal a full sort's exactly; its sums the dense ones."""
+    from skl_nw._engine import _grid
+
+    for n, k in ((1, 1), (30, 5), (400, 7), (400, 400), (900, 120)):
+        X = np.round(rng.uniform(0, 3, (n, d)), 1)  # ties
+        X[: n // 3] = 1.0 + 1e-3 * rng.normal(size=(n // 3, d))  # a tight cluster
+        counted = np.flatnonzero(rng.random(n) < 0.9)
+        grid = _grid.CellGrid(X, counted, k)
+        Q = np.vstack([X[rng.integers(0, n, 20)], rng.uniform(-2, 5, (20, d))])
+        own = np.where(rng.random(40) < 0.5, rng.integers(0, n, 40), -1)
+        D = np.sqrt(((Q[:, None, :] - X[None, counted, :]) ** 2).sum(-1))
+        D[counted[None, :] == own[:, None]] = np.inf
+        finite = np.where(np.isfinite(D), D, -1.0)
+        kk = min(k, len(counted))
+        want = np.where(np.isfinite(D).sum(1) >= kk, np.sort(D, axis=1)[:, kk - 1],
+                        finite.max(axis=1, initial=0.0))  # fmt: skip
+        skip = np.where(own >= 0, grid.position[np.maximum(own, 0)], -1).astype(np.int64)
+        got = np.empty(len(Q))
+        kernels.grid_radii(grid.X, *grid.args(), Q, skip, kk, got)
+        np.testing.assert_array_equal(got, np.maximum(want, 0.0))
+        # Sums over the same radii, doubled for some (rows beyond the k-th).
+        r = got * np.where(np.arange(len(Q)) % 3 == 0, 1.5, 1.0)
+        WV = rng.normal(size=(n, 3))
+        out = np.empty((len(Q), 2, 3))
+        kernels.grid_sums(grid.X, np.ascontiguousarray(WV[grid.rows]), *grid.args(), Q, r,
+                          skip, 3, 3, True, out)  # fmt: skip
+        S = np.where(np.isfinite(D), D, np.inf) ** 2
+        with np.errstate(divide="ignore", invalid="ignore"):
+            u2 = np.where(r[:, None] > 0, S / r[:, None] ** 2, np.where(S == 0, 0.0, np.inf))
+        K = np.where(u2 < 1, (1 - np.sqrt(np.minimum(u2, 1)) ** 3) ** 3, 0.0)
+        want_sums = np.stack([K @ WV[counted], (K * K) @ WV[counted]], axis=1)
+        assert np.abs(out - want_sums).max() <= 1e-12 * (np.abs(WV).sum() + 1)
