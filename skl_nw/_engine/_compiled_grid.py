@@ -62,7 +62,7 @@ def grid_radii(X, starts, lower, side, shape, Q, own, k, out):  # pragma: no cov
         widest = max(widest, shape[j])
     for i in range(Q.shape[0]):
         q = Q[i]
-        rho = 2  # cells hold about k / 3^d rows: the first box usually holds k close ones
+        rho = 3  # cells hold about k / 4^d rows: the first box usually holds k close ones
         while True:
             reach = rho * side
             count, close = 0, 0
