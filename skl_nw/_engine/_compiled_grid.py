@@ -4,8 +4,8 @@ Loaded through :mod:`skl_nw._engine._compiled` (which re-exports them).  With a
 nearest-neighbour span in 2 or 3 dimensions (``_grid``), the counted rows are
 sorted by the cell of a uniform grid that holds them (``starts[c]:starts[c +
 1]`` are cell ``c``'s rows).  A query's ``k``-th nearest distance comes from
-the cells within ``rho`` cells of its own, ``rho`` growing until ``k`` of their
-rows lie within ``rho`` cell sides (every row that close is in those cells, so
+the cells that meet a ball of ``rho`` cell sides about it, ``rho`` growing until ``k``
+of their rows lie within the ball (every row that close is in those cells, so
 the ``k``-th distance is exact); its sums from the cells that meet its radius.
 No (query, row) array of the whole problem is ever written.
 """
@@ -45,10 +45,12 @@ def _next_cell(cell, lo, hi):  # pragma: no cover - compiled
 
 
 @numba.njit(nogil=True, cache=True)
-def grid_radii(X, starts, lower, side, shape, Q, own, k, out):  # pragma: no cover - compiled
+def grid_radii(X, starts, lower, side, shape, Q, own, k, start, out):  # pragma: no cover - compiled
     """``out[j]``: the ``k``-th smallest distance from ``Q[j]`` to the rows but ``own[j]``.
 
     The largest distance where fewer than ``k`` rows remain (0 with none).
+    ``start``: the first search radius, in cell sides (grown by a quarter
+    until ``k`` rows lie within it).
     """
     n, d = X.shape
     strides = np.ones(d, np.int64)
@@ -62,9 +64,10 @@ def grid_radii(X, starts, lower, side, shape, Q, own, k, out):  # pragma: no cov
         widest = max(widest, shape[j])
     for i in range(Q.shape[0]):
         q = Q[i]
-        rho = 3  # cells hold about k / 4^d rows: the first box usually holds k close ones
+        rho = start  # in cell sides: where k rows are expected, then growing
         while True:
             reach = rho * side
+            reach2, skip = reach * reach, own[i]
             count, close = 0, 0
             if _box(q, lower, side, shape, reach, lo, hi):
                 cell[:] = lo
@@ -72,18 +75,25 @@ def grid_radii(X, starts, lower, side, shape, Q, own, k, out):  # pragma: no cov
                     c = 0
                     for j in range(d):
                         c += cell[j] * strides[j]
-                    for row in range(starts[c], starts[c + 1]):
-                        s = 0.0
-                        for j in range(d):
-                            s += (X[row, j] - q[j]) ** 2
-                        buffer[count] = s
-                        count += row != own[i]
-                        close += (s <= reach * reach) and row != own[i]
+                    first, stop = starts[c], starts[c + 1]
+                    if first <= skip < stop:  # the row left out: drop it below
+                        stop = skip
+                    for _part in range(2):  # the rows before and after the one left out
+                        for row in range(first, stop):
+                            s = 0.0
+                            for j in range(d):
+                                s += (X[row, j] - q[j]) ** 2
+                            buffer[count] = s
+                            count += 1
+                            close += s <= reach2
+                        if stop == starts[c + 1]:
+                            break
+                        first, stop = skip + 1, starts[c + 1]
                     if not _next_cell(cell, lo, hi):
                         break
             if close >= k or rho > widest + 1 + _outside(q, lower, side, shape):
                 break
-            rho = max(rho + 1, (3 * rho) // 2)
+            rho *= 1.25
         if count == 0:
             out[i] = 0.0
         elif count < k:
@@ -186,7 +196,7 @@ def grid_example() -> dict:
     X, starts = np.zeros((2, 2)), np.array([0, 2], np.int64)
     lower, shape, own = np.zeros(2), np.ones(2, np.int64), np.full(1, -1, np.int64)
     return {
-        grid_radii: (X, starts, lower, 1.0, shape, np.zeros((1, 2)), own, 1, np.empty(1)),
+        grid_radii: (X, starts, lower, 1.0, shape, np.zeros((1, 2)), own, 1, 1.0, np.empty(1)),
         grid_sums: (X, np.ones((2, 2)), starts, lower, 1.0, shape, np.zeros((1, 2)),
                     np.ones(1), own, 3, 3, True, np.empty((1, 2, 2))),
     }  # fmt: skip

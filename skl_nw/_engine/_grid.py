@@ -60,6 +60,18 @@ class CellGrid:
         self.position = np.full(len(X), -1, dtype=np.int64)
         self.position[self.rows] = np.arange(len(self.rows))
 
+    def start(self, k: int) -> float:
+        """Return the first search radius, in cell sides: a ball of ``k`` rows on average.
+
+        At the mean number of rows of the occupied cells, plus 10 % (the
+        search grows it where the rows are sparser).
+        """
+        d = self.X.shape[1]
+        occupied = max(int(np.count_nonzero(np.diff(self.starts))), 1)
+        per_cell = max(len(self.rows) / occupied, 1.0)
+        ball = np.pi if d == 2 else 4.0 * np.pi / 3.0  # the unit ball's volume (d = 2, 3)
+        return 1.1 * (k / per_cell / ball) ** (1.0 / d)
+
     def args(self):
         """Return the arrays the compiled kernels take after ``X``."""
         return self.starts.astype(np.int64), self.lower, self.side, self.shape
@@ -74,7 +86,8 @@ def grid_radii(Q: np.ndarray, grid: CellGrid, k: int, own) -> np.ndarray:
     """Return each query's ``k``-th nearest distance (``own``: stored rows left out)."""
     skip = np.full(len(Q), -1, np.int64) if own is None else grid.position[own]
     out = np.empty(len(Q))
-    compiled().grid_radii(grid.X, *grid.args(), np.ascontiguousarray(Q), skip, k, out)
+    compiled().grid_radii(grid.X, *grid.args(), np.ascontiguousarray(Q), skip, k, grid.start(k),
+                          out)  # fmt: skip
     return out
 
 

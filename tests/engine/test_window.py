@@ -85,7 +85,7 @@ def test_grid_radii_and_sums_equal_a_full_sort(rng, d):
                         finite.max(axis=1, initial=0.0))  # fmt: skip
         skip = np.where(own >= 0, grid.position[np.maximum(own, 0)], -1).astype(np.int64)
         got = np.empty(len(Q))
-        kernels.grid_radii(grid.X, *grid.args(), Q, skip, kk, got)
+        kernels.grid_radii(grid.X, *grid.args(), Q, skip, kk, grid.start(kk), got)
         np.testing.assert_array_equal(got, np.maximum(want, 0.0))
         # Sums over the same radii, doubled for some (rows beyond the k-th).
         r = got * np.where(np.arange(len(Q)) % 3 == 0, 1.5, 1.0)
