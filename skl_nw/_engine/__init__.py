@@ -21,7 +21,9 @@ Module map:
 * ``_tree``: the tree path (neighbourhoods, radius bounds, COO sums);
 * ``_span``: nearest-neighbour bandwidths (LOESS's span), each query's
   radius from its k-th nearest row; ``_window`` the window path of
-  one-dimensional spans (``_compiled_window`` its loop);
+  one-dimensional spans (``_compiled_window`` its block moments and loop);
+  ``_grid`` the cell grid of spans in two and three dimensions
+  (``_compiled_grid`` its radii and sums);
 * ``_binned``: the binned path (linear binning, convolution, interpolation),
   ``_binned_loo`` its leave-one-out, ``_binned_direct`` and
   ``_binned_offsets`` the node moments of local fits, ``_binned_local``

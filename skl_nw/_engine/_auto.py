@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from .._kernels import Kernel
+from . import _grid
 from ._chunks import single_threaded_blas
 from ._dense import _EPS, MAX_GEMM_ERROR, sq_distances
+from ._loader import compiled
 from ._train import TrainSet
 from ._tree import log_margin
 
@@ -69,18 +71,32 @@ def _folds(X: np.ndarray, kernel: Kernel) -> bool:
     return error * (float(sq_norms.max()) + typical) <= MAX_GEMM_ERROR
 
 
-def choose_algorithm(X: np.ndarray, log_w: np.ndarray, kernel: Kernel, rtol: float) -> str:
+def _span_paths(d: int) -> bool:
+    """Whether the compiled window (d = 1) or grid (d = 2, 3) path serves spans in ``d``."""
+    return (d == 1 and compiled() is not None) or _grid.usable(d)
+
+
+def choose_algorithm(
+    X: np.ndarray, log_w: np.ndarray, kernel: Kernel, rtol: float, share: float | None = None
+) -> str:
     """Resolve algorithm="auto" for bandwidth-scaled training inputs ``X``.
 
     Brute force below 1,000 points, above 12 features, when the Gaussian
     folds into one GEMM, or when a query's neighbourhood holds more than a
     dimension-dependent share of the data (15% up to 5 features, 7% up to 8,
-    3% up to 12); a ball tree otherwise.
+    3% up to 12); a ball tree otherwise.  ``share``: the neighbourhood's
+    share when it is known (a nearest-neighbour span with a compact kernel),
+    instead of the probe; brute force where the compiled span paths take the
+    sums (a LOESS kernel in 1 to 3 dimensions: no tree to build for a fallback).
     """
     n, d = X.shape
     limits = [share for max_d, share in _TREE_MAX_FRACTION.items() if d <= max_d]
     if n < _TREE_MIN_SAMPLES or not limits or _folds(X, kernel):
         return "brute"
-    if neighbour_fraction(X, log_w, kernel, rtol) > limits[0]:
+    if share is not None and kernel.power_form is not None and _span_paths(d):
+        return "brute"
+    if share is None or not kernel.compact:
+        share = neighbour_fraction(X, log_w, kernel, rtol)
+    if share > limits[0]:
         return "brute"
     return _TREE

@@ -44,6 +44,7 @@ from ._compiled_binned import (
     offset_bin_line,
 )
 from ._compiled_exp import _FAST, _exp_nonpositive
+from ._compiled_grid import grid_example, grid_radii, grid_sums
 from ._compiled_local import local_example, local_fit
 from ._compiled_tiled import (
     _COLUMNS,
@@ -53,7 +54,7 @@ from ._compiled_tiled import (
     exp_dot_tiled,
     sq_distances_tiled,
 )
-from ._compiled_window import window_example, window_sums
+from ._compiled_window import window_example, window_moments, window_sums, window_tree_sums
 
 __all__ = [
     "binned_loo",
@@ -68,6 +69,8 @@ __all__ = [
     "exp_sums",
     "exp_sums_chained",
     "exp_sums_coded",
+    "grid_radii",
+    "grid_sums",
     "linear_bin",
     "local_fit",
     "loo_grad",
@@ -75,7 +78,9 @@ __all__ = [
     "offset_bin_line",
     "sq_distances_tiled",
     "warm_up",
+    "window_moments",
     "window_sums",
+    "window_tree_sums",
 ]
 
 
@@ -408,6 +413,7 @@ def examples() -> dict:
         local_fit: local_example(),
         **binned_examples(),
         **window_example(),
+        **grid_example(),
     }  # fmt: skip
 
 

@@ -16,9 +16,11 @@ at ``q`` itself.
 
 In one dimension the ``k`` nearest rows of a sorted sample are a window of
 ``k`` consecutive rows: the best window's start is one binary search
-(``x_j + x_(j+k) >= 2 q``), exact and ``O(log n)`` per query.  In more
-dimensions a KD-tree over the counted rows gives it (a k-nearest-neighbour
-query, in chunks of the memory budget), whatever the path of the sums.
+(``x_j + x_(j+k) >= 2 q``), exact and ``O(log n)`` per query.  In two and
+three dimensions the compiled cell grid of ``_grid`` gives it (the cells
+around the query), in more a KD-tree over the counted rows (a
+k-nearest-neighbour query, in chunks of the memory budget), whatever the path
+of the sums.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.neighbors import KDTree
 
-from . import _tree
+from . import _grid, _tree
 from ._chunks import Options, budget, map_chunks
 
 __all__ = [
@@ -63,19 +65,23 @@ def divide(S: np.ndarray, r: np.ndarray) -> np.ndarray:
 class NeighbourIndex:
     """The rows that count towards the ``k`` nearest (stored order), indexed for the search.
 
-    Sorted coordinates in one dimension, a KD-tree in more (whatever the
-    backend of the sums: the radius is exact either way).
+    Sorted coordinates in one dimension, a grid of cells in two and three
+    (compiled, ``_grid``), a KD-tree otherwise (whatever the backend of the
+    sums: the radius is exact either way).
     """
 
     def __init__(self, X: np.ndarray, counted: np.ndarray, k: int, enlarge: float):
         self.k, self.enlarge = int(k), float(enlarge)
         self.mask = counted
         self.rows = np.flatnonzero(counted)
+        self.x, self.tree, self.grid = None, None, None
         if X.shape[1] == 1:  # ``order``: the counted rows by their input (the window path's)
             self.order = self.rows[np.argsort(X[self.rows, 0], kind="stable")]
-            self.x, self.tree = X[self.order, 0], None
+            self.x = X[self.order, 0]
+        elif _grid.usable(X.shape[1]):
+            self.grid = _grid.CellGrid(X, self.rows, self.k)
         else:
-            self.x, self.tree = None, KDTree(X[self.rows])
+            self.tree = KDTree(X[self.rows])
 
 
 def radii(Q, train, own=None, rows=None, options: Options = Options()) -> np.ndarray:  # noqa: B008
@@ -87,9 +93,13 @@ def radii(Q, train, own=None, rows=None, options: Options = Options()) -> np.nda
     """
     index = train.neighbour_index
     workers, mib = budget(options)
-    if index.tree is None:
+    if index.x is not None:
         chunk = 1 << 16
         fn = lambda c, Qc: _window_radii(Qc[:, 0], index, train, None if own is None else own[c])  # noqa: E731
+    elif index.grid is not None:
+        chunk = 1 << 12
+        fn = lambda c, Qc: _grid.grid_radii(train.split(Qc)[0], index.grid, index.k,  # noqa: E731
+                                            None if own is None else own[c])  # fmt: skip
     else:
         kk = min(index.k + (own is not None), len(index.rows))
         chunk = int(np.clip(mib * 2**20 / (max(kk, 1) * _BYTES_PER_ENTRY), 1, _MAX_CHUNK))

@@ -26,7 +26,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .._kernels import Kernel
-from . import _dense, _span, _tree, _window
+from . import _dense, _grid, _span, _tree, _window
 from ._chunks import Options, budget, map_chunks, n_queries
 from ._train import TrainSet
 
@@ -491,6 +491,7 @@ def kernel_sums(
     plan = _Plan(train, kernel, V, tuple(powers), factors, grouped, loo, fallback, stored, exclude,
                  options, Q)  # fmt: skip
     window = _window.applies(plan, Q) and _window.window_sums(plan, Q, stored, options)
+    window = window or (_grid.applies(plan, Q) and _grid.grid_sums(plan, Q, stored, options))
     shift, log_scale, scaled = window or _general_sums(plan, Q, stored, options)
     if plan.scale is not None:  # "ds" in units of each query's own bandwidth
         _span.per_own_bandwidth(scaled, plan.powers, plan.scale)

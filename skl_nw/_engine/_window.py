@@ -14,6 +14,8 @@ rules) takes the other paths.
 
 from __future__ import annotations
 
+from math import comb
+
 import numpy as np
 
 from . import _dense
@@ -24,6 +26,35 @@ __all__ = ["applies", "window_sums"]
 
 # Queries per compiled call (each worker thread takes whole chunks).
 _CHUNK = 4096
+# The block tree's smallest blocks hold 2^_MIN_LEVEL rows: a block costs about as
+# many flops as 8 to 16 rows summed one by one (degree 9, five value columns), so
+# smaller ones would not pay (python -m benchmarks loess).
+_MIN_LEVEL = 4
+
+
+def _shift_tables(a: int, b: int, squares: bool) -> np.ndarray:
+    """``T[p, j, m] = C(j + m, j) c_(j+m)`` for ``(1 - u^a)^b`` (and its square), ``c`` in ``u``.
+
+    ``sum_m T[p, j, m] e^m`` is the ``j``-th Taylor coefficient about ``e`` of
+    the kernel's ``p``-th power: (1 or 2, D + 1, D + 1).
+
+    Examples
+    --------
+    >>> T = _shift_tables(3, 3, False)
+    >>> T[0, 0, :].tolist()  # the tricube (1 - u^3)^3 = 1 - 3 u^3 + 3 u^6 - u^9
+    [1.0, 0.0, 0.0, -3.0, 0.0, 0.0, 3.0, 0.0, 0.0, -1.0]
+    """
+    powers = (1, 2) if squares else (1,)
+    D = a * b * powers[-1]
+    coef = np.zeros((len(powers), D + 1))
+    for row, p in enumerate(powers):
+        for m in range(b * p + 1):
+            coef[row, a * m] = comb(b * p, m) * (-1.0) ** m
+    T = np.zeros((len(powers), D + 1, D + 1))
+    for j in range(D + 1):
+        for m in range(D + 1 - j):
+            T[:, j, m] = comb(j + m, j) * coef[:, j + m]
+    return T
 
 
 def applies(plan, Q) -> bool:
@@ -63,6 +94,13 @@ def window_sums(plan, Q, rows, options: Options = Options()):  # noqa: B008
     m = len(plan.scale)
     C = WV.shape[1]
 
+    shifts = _shift_tables(a, b, squares)
+    degree = shifts.shape[1] - 1
+    tree = None
+    width = float(x[-1] - x[0]) if len(x) else 0.0
+    if width == 0.0 or np.log10(width) * degree < 290:  # the moments' powers stay finite
+        tree = kernels.window_moments(x, WVT, degree, _MIN_LEVEL)
+
     def block(chunk, Qc):
         by_x = np.argsort(Qc[:, 0], kind="stable")  # neighbouring windows stay in the cache
         q, r = np.ascontiguousarray(Qc[by_x, 0]), plan.scale[chunk][by_x]
@@ -70,7 +108,11 @@ def window_sums(plan, Q, rows, options: Options = Options()):  # noqa: B008
         hi = np.searchsorted(x, q + r, side="right").astype(np.int64)
         skip = np.full(len(q), -1, np.int64) if own is None else own[chunk][by_x]
         out = np.empty((len(q), 2, C))
-        kernels.window_sums(x, WVT, q, r, lo, hi, skip, a, b, squares, out)
+        if tree is None:
+            kernels.window_sums(x, WVT, q, r, lo, hi, skip, a, b, squares, out)
+        else:
+            kernels.window_tree_sums(x, WVT, *tree, _MIN_LEVEL, q, r, lo, hi, skip, a, b,
+                                     shifts, out)  # fmt: skip
         out[by_x] = out.copy()
         return out
 

@@ -322,7 +322,9 @@ class _NWBase(BaseEstimator):
         if self.algorithm != "auto":
             method = self.algorithm
         else:
-            method = _engine.choose_algorithm(Xs, log_w, self._kernel, self.rtol)
+            span = getattr(self, "span", None)  # a span's neighbourhoods hold its share
+            share = None if span is None else min(float(span), 1.0)
+            method = _engine.choose_algorithm(Xs, log_w, self._kernel, self.rtol, share)
         if Xs.shape[1] == 0:  # categorical features only: nothing for a tree to search
             method = "brute"
         train = _engine.prepare_train(

@@ -5,7 +5,7 @@ dense formulas written here (each query's radius from a full sort of its
 distances, weights ``w_i K(d_i / r_q)``, one ``lstsq`` per query), explicit
 refits for the leave-one-out, the backends against each other, and the
 ``fastloess`` package (two features, degree 2) where it is installed.  R's
-``loess`` is not compared here: R was not available where these were written.
+``loess`` is compared in ``test_loess_r.py``.
 """
 
 import pickle
@@ -419,3 +419,35 @@ def test_span_errors_of_the_search_name_the_parameters(rng):
     with pytest.raises(ValueError, match="criterion='crps'.*span=0.3"):
         BandwidthSearchCV(loess, criterion="crps").fit(X, y)
     assert BandwidthSearchCV(NadarayaWatsonRegressor(), criterion="crps").fit(X, y).span_ is None
+
+
+@pytest.mark.parametrize("kernel", ["tricube", "tophat", "triweight"])
+@pytest.mark.parametrize("algorithm", ["brute", "kd_tree"])
+def test_grid_path_equals_the_general_path(rng, monkeypatch, kernel, algorithm):
+    from skl_nw._engine import _grid
+
+    X = np.round(rng.uniform(0, 3, (90, 2)), 1)  # ties: rows share the radius
+    y = np.sin(2 * X[:, 0]) * X[:, 1] + 0.2 * rng.normal(size=90)
+    w = rng.uniform(0.5, 2, 90)
+    Q = np.vstack([X[:5], rng.uniform(-1, 4, (10, 2))])
+
+    def everything():
+        reg = LocalPolynomialRegressor(kernel=kernel, span=0.3, robust_iterations=1,
+                                       algorithm=algorithm)  # fmt: skip
+        reg.fit(X, y, sample_weight=w)
+        return (
+            *reg.predict(Q, return_std=True),
+            reg.robust_weights_,
+            reg._leave_one_out().predictions((1.0,)),
+            *reg._leave_one_out().fits((1.0,)),
+        )
+
+    used = []
+    original = _grid.grid_sums
+    monkeypatch.setattr(_grid, "grid_sums", lambda *a: used.append(1) or original(*a))
+    fast = everything()
+    if _grid.compiled() is not None:
+        assert used  # the grid served these sums
+    monkeypatch.setattr(_grid, "usable", lambda d: False)  # a KD-tree's radii, general sums
+    for a, b in zip(fast, everything(), strict=True):
+        assert_allclose(a, b, rtol=1e-9, atol=1e-12)
