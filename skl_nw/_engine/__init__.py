@@ -81,12 +81,15 @@ from ._local_fit import (
 from ._mixed import MixedLeaveOneOut
 from ._mlkr import metric_loss_grad
 from ._protocol import LeaveOneOutProtocol, LossFn, MixedLeaveOneOutProtocol
+from ._span import check_no_span, common_multiples
 from ._sums import KernelSums, kernel_sums, power_of_two, run_chunks
 from ._train import TrainSet, prepare_train
 
 __all__ = [
     "MAX_FEATURES",
     "BinnedLocalFit",
+    "check_no_span",
+    "common_multiples",
     "BinnedSums",
     "KernelSums",
     "LeaveOneOut",
@@ -286,11 +289,13 @@ class LeaveOneOut:
     def predictions(self, factors, n_jobs=None, rows=None) -> np.ndarray:
         """Leave-one-out predictions at the training points, per bandwidth multiple."""
         options = Options(rtol=self.rtol, n_jobs=n_jobs)
+        factors = _span.common_multiples(self.train, factors)
         return loo_pool(self.train, self.kernel, factors, rows=rows, fallback=self.fallback,
                         options=options)  # fmt: skip
 
     def fits(self, factors, n_jobs=None) -> tuple[np.ndarray, np.ndarray]:
         """In-sample fitted values (F, n, k) and hat diagonal (F, n), per bandwidth multiple."""
+        factors = _span.common_multiples(self.train, factors)
         sums = kernel_sums(None, self.train, self.kernel, factors=factors, fallback=self.fallback,
                            options=Options(rtol=self.rtol, n_jobs=n_jobs))  # fmt: skip
         hat = hat_diagonal(sums, self.train.to_caller(self.train.self_log_weights()))
@@ -304,5 +309,6 @@ class LeaveOneOut:
         row_weights: np.ndarray,
     ) -> tuple[float, np.ndarray]:
         """Leave-one-out loss and gradient at bandwidths ``exp(theta) * bandwidth_``."""
+        _span.check_no_span(self.train)
         train = self.train.rescaled(np.exp(theta))
         return loo_loss_grad(train, self.kernel, rows, loss_fn, row_weights)

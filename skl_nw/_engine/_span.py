@@ -33,6 +33,8 @@ from ._chunks import Options, budget, map_chunks
 
 __all__ = [
     "NeighbourIndex",
+    "check_no_span",
+    "common_multiples",
     "divide",
     "per_own_bandwidth",
     "radii",
@@ -44,6 +46,28 @@ __all__ = [
 # (distance, index, the heap's copy and the partition's).
 _BYTES_PER_ENTRY = 40
 _MAX_CHUNK = 4096
+
+
+def common_multiples(train, factors) -> np.ndarray:
+    """Return the bandwidth multiples a leave-one-out protocol computes ``factors`` at.
+
+    With a span a common multiple of the bandwidth changes nothing: each
+    query's radius is a distance in the metric the bandwidth defines, so it
+    scales with it.  The leave-one-out of the fit at ``factor * bandwidth``
+    is then the fit's own, for every factor (the span is selected instead).
+    """
+    factors = np.asarray(factors, dtype=np.float64)
+    return factors if train.neighbours is None else np.ones_like(factors)
+
+
+def check_no_span(train) -> None:
+    """Raise where a leave-one-out gradient in the bandwidths is asked of a span's fit."""
+    if train.neighbours is not None:
+        raise ValueError(
+            "The leave-one-out gradient in the log bandwidths is not defined with a span "
+            "(each radius moves with the metric, by jumps between neighbours): select the "
+            "span from a grid (BandwidthSearchCV(spans=...)) instead."
+        )
 
 
 def divide(S: np.ndarray, r: np.ndarray) -> np.ndarray:

@@ -24,6 +24,7 @@ from sklearn.model_selection import GridSearchCV
 from .._engine import npar
 from .._smoothers._base import check_weights
 from ._context import Selection
+from ._progress import Progress, _say
 from ._results import caller_level, grid_results, rename_results
 
 __all__ = ["DEFAULT_SPANS", "candidate_spans", "fit_span", "selects_span"]
@@ -85,6 +86,10 @@ def fit_span(ctx, X, y, routed, loo_cv: bool) -> Selection:
         )  # fmt: skip
     w = check_weights(routed.nw, X)
     yu = ctx.scaled_targets(np.asarray(y), w)
+    ctx.progress = Progress(ctx.verbose)
+    if ctx.verbose:
+        what = "closed-form leave-one-out" if ctx.criterion == "loo" else ctx.criterion
+        _say(f"{len(X)} samples, {X.shape[1]} features: {len(spans)} spans scored by {what}")
     scores, stds, times = _score_spans(ctx, X, yu, w, routed.nw, spans)
     if not np.isfinite(scores).any():
         raise ValueError(ctx.unscorable())
@@ -98,6 +103,9 @@ def fit_span(ctx, X, y, routed, loo_cv: bool) -> Selection:
             UserWarning,
             stacklevel=caller_level(),
         )
+    if ctx.verbose:
+        _say(f"Done in {ctx.progress.elapsed():.1f} s ({len(spans)} spans): span "
+             f"{spans[best]:.4g}, score {scores[best]:.6g}")  # fmt: skip
     return Selection(
         best_params_={"span": float(spans[best])}, best_score_=float(scores[best]),
         n_iter_=len(spans), best_index_=best, cv_results_=rename_results(results, "span"),
@@ -124,4 +132,8 @@ def _score_spans(ctx, X, yu, w, w_fit, spans):
             scores[t] = ctx.score(fitted, P, yu, w)
             stds[t] = ctx.row_std(fitted, P, yu, w)
         times[t] = middle - start, time.perf_counter() - middle
+        if ctx.verbose >= 2:
+            _say(f"span {t + 1}/{len(spans)}: {span:.4g}, "
+                 f"score {ctx.in_y_units(scores[t]):.6g}")  # fmt: skip
+        ctx.progress.update(t + 1, len(spans), "spans")
     return scores, stds, times

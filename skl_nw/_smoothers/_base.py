@@ -395,6 +395,7 @@ class _NWBase(BaseEstimator):
         fallback = getattr(self, "fallback", "nearest")
         loo = self._backend.leave_one_out(self._kernel, fallback, self.rtol)
         cats = getattr(self, "_categories", None)
-        if cats is None:
+        # With a span the lambdas are not searched (the span is): no lambda grids.
+        if cats is None or getattr(self, "span", None) is not None:
             return loo
         return _engine.MixedLeaveOneOut(loo, cats.kernels, self.bandwidth_, cats.mask)

@@ -61,6 +61,7 @@ class LocalLeaveOneOut:
         """
         Y, k = self.targets, self.targets.shape[1]
         Z = self.Z if rows is None else self.Z[np.asarray(rows)]
+        factors = _engine.common_multiples(self.train, factors)
         sums = _engine.kernel_sums(
             None, self.train, self.kernel, values=self._mom.values(self.Z, Y),
             factors=factors, loo=True, rows=rows, fallback=self.fallback,
@@ -80,6 +81,7 @@ class LocalLeaveOneOut:
         times ``e_1 . G^-1 e_1``, the fitted polynomial's value at ``x_i``.
         """
         Y, k, degree = self.targets, self.targets.shape[1], self.fit_degree
+        factors = _engine.common_multiples(self.train, factors)
         mom = Moments(self.Z.shape[1], 2 * degree, degree)
         sums = _engine.kernel_sums(
             None, self.train, self.kernel, values=mom.values(self.Z, Y), factors=factors,
@@ -112,6 +114,7 @@ class LocalLeaveOneOut:
         Exact for the degree each query is fitted at (it is piecewise
         constant in the bandwidths).
         """
+        _engine.check_no_span(self.train)
         factors = np.exp(theta)
         train = self.train.rescaled(factors)
         Z, Y = self.Z / factors, self.targets

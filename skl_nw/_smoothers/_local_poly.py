@@ -453,7 +453,7 @@ class LocalPolynomialRegressor(_SummaryMixin, _LocalInferenceMixin, _RegressorMi
             self._exact_train(), self._kernel, self.degree, self.rtol, self.fallback
         )
         cats = getattr(self, "_categories", None)
-        if cats is None:
+        if cats is None or self.span is not None:  # a span's lambdas are not searched
             return loo
         return MixedLocalLeaveOneOut(loo, cats.kernels, self.bandwidth_, cats.mask)
 

@@ -34,12 +34,15 @@ ESTIMATORS = {
 }
 BACKENDS = ["brute", "kd_tree", "ball_tree", "binned"]
 KERNELS = ["gaussian", "epanechnikov"]  # an infinite-support and a compact kernel
-DATA = ["continuous", "mixed"]
-# The binned path takes continuous features only.
+# "span": the continuous data with a nearest-neighbour span (LOESS), each row's radius
+# the distance to its SPAN * n-th row.
+DATA = ["continuous", "mixed", "span"]
+SPAN = 0.6
+# The binned path takes continuous features and no span.
 MATRIX = [
     cell
     for cell in itertools.product(ESTIMATORS, BACKENDS, KERNELS, DATA)
-    if not (cell[1] == "binned" and cell[3] == "mixed")
+    if not (cell[1] == "binned" and cell[3] != "continuous")
 ]
 IDS = ["-".join(cell) for cell in MATRIX]
 BINNED_TOL = 1e-3
@@ -61,6 +64,8 @@ def make(name: str, backend: str, kernel: str, kind: str, **params):
     params = {"bandwidth": [0.5, 0.3 if kind == "mixed" else 0.5], **params}
     if kind == "mixed":
         params["categorical_features"] = [1]
+    if kind == "span":
+        params["span"] = SPAN
     if backend == "binned":
         params["binned_tol"] = BINNED_TOL
     return ESTIMATORS[name](kernel=kernel, algorithm=backend, **params)
@@ -84,6 +89,8 @@ def _scaled(est, factor: float) -> np.ndarray:
 def _refit_predictions(est, X, target, rows, factor):
     # The reference is exact: refits of the brute-force twin (binned approximates it).
     refit = make_like(est, bandwidth=_scaled(est, factor), algorithm="brute", binned_tol=None)
+    if est.span is not None:  # row i left out: its k-th neighbour among the n - 1 others
+        refit.set_params(span=(est.n_neighbors_ + 0.5) / (len(X) - 1))
     if isinstance(est, ParzenClassifier):
         return refit_loo(refit, X, target, method="predict_proba", classes=est.classes_, rows=rows)
     return refit_loo(refit, X, target, rows=rows)[:, None]
@@ -158,6 +165,10 @@ def test_loss_gradient_matches_finite_differences(name, backend, kernel, kind):
     rows, weights = np.arange(0, len(X), 3), np.linspace(1.0, 2.0, len(range(0, len(X), 3)))
     loss_fn = _squared_error(loo.targets)
     theta = np.array([0.1, -0.2]) if loo.takes_lambdas else np.full(2, 0.1)
+    if kind == "span":  # radii jump between neighbours: the span is searched on a grid
+        with pytest.raises(ValueError, match="span"):
+            loo.loss_grad(theta, rows, loss_fn, weights)
+        return
     loss, grad = loo.loss_grad(theta, rows, loss_fn, weights)
     assert np.isfinite(loss) and grad.shape == theta.shape and np.isfinite(grad).all()
     if not loo.takes_lambdas:  # the loss is that of the closed-form predictions
@@ -219,6 +230,10 @@ def test_every_search_route_runs_on_every_cell(name, backend, kernel, kind, sear
     X, y, labels = data(kind)
     target = labels if name == "parzen" else y
     est = make(name, backend, kernel, kind)
+    if kind == "span" and search["method"] in ("sgd", "lbfgs"):  # a span comes from a grid
+        with pytest.raises(ValueError, match="span is selected from a grid"):
+            BandwidthSearchCV(est, verbose=verbose, **search).fit(X, target)
+        return
     got = BandwidthSearchCV(est, verbose=verbose, **search).fit(X, target)
     assert np.all(np.isfinite(got.bandwidth_)) and np.isfinite(got.best_score_)
     assert np.isfinite(got.predict(X)).all()
@@ -226,6 +241,7 @@ def test_every_search_route_runs_on_every_cell(name, backend, kernel, kind, sear
     if backend in ("kd_tree", "ball_tree"):  # the same choice as brute force's
         brute = BandwidthSearchCV(make(name, "brute", kernel, kind), **search).fit(X, target)
         assert_allclose(got.bandwidth_, brute.bandwidth_, rtol=1e-6)
+        assert got.span_ == brute.span_
 
 
 # n above the search's backend probe (algorithm="auto" times brute force against a tree).
