@@ -36,6 +36,9 @@ Module map:
   with categorical features, every lambda in one pass; ``_mlkr``: the
   leave-one-out loss of a learned projection ``W`` and its gradient, by
   query tiles;
+* ``_conditional``: :func:`sorted_mixture`, the conditional distributions'
+  per-query reductions over the ``y``-sorted rows (``_compiled_conditional``
+  its kernels);
 * ``_protocol``: :class:`LeaveOneOutProtocol`, what the search asks of a
   fitted estimator.
 
@@ -62,6 +65,7 @@ from ._binned import (
 from ._binned_local import BinnedLocalFit
 from ._binned_loo import loo_pool as binned_loo_pool
 from ._chunks import Options, budget, single_threaded_blas
+from ._conditional import SortedMixture, sorted_mixture
 from ._gradient import loo_loss_grad
 from ._loader import compiled
 from ._local_fit import (
@@ -99,6 +103,7 @@ __all__ = [
     "MixedLeaveOneOutProtocol",
     "Moments",
     "Options",
+    "SortedMixture",
     "TrainSet",
     "attention",
     "binned_loo_pool",
@@ -127,6 +132,7 @@ __all__ = [
     "power_of_two",
     "prepare_train",
     "single_threaded_blas",
+    "sorted_mixture",
     "to_units",
     "unit_exponents",
     "usable_degree",

@@ -19,8 +19,9 @@ scalar ``exp`` (2 ulp); below ``-708`` it returns 0 (the engine redoes rows
 whose sums underflow in log space).
 
 The binned path's passes (``_compiled_binned``), the local fits' solve
-(``_compiled_local``), the window path's sums (``_compiled_window``) and the
-tiled kernels are re-exported here.  Each kernel
+(``_compiled_local``), the window path's sums (``_compiled_window``), the
+per-query mixtures of the conditional distributions
+(``_compiled_conditional``) and the tiled kernels are re-exported here.  Each kernel
 compiles on its first call, for the one signature of :func:`examples`, and is
 cached on disk (numba's ``cache=True``: ``__pycache__``, else the user's
 cache, or ``NUMBA_CACHE_DIR``).
@@ -43,6 +44,12 @@ from ._compiled_binned import (
     offset_bin,
     offset_bin_line,
 )
+from ._compiled_conditional import (
+    conditional_examples,
+    empirical_quantiles,
+    mixture_values,
+    smoothed_quantiles,
+)
 from ._compiled_exp import _FAST, _exp_nonpositive
 from ._compiled_grid import grid_example, grid_radii, grid_sums
 from ._compiled_local import local_example, local_fit
@@ -59,6 +66,7 @@ from ._compiled_window import window_example, window_moments, window_sums, windo
 __all__ = [
     "binned_loo",
     "combine_spectra",
+    "empirical_quantiles",
     "examples",
     "exp_inplace",
     "exp_nonpositive_array",
@@ -74,8 +82,10 @@ __all__ = [
     "linear_bin",
     "local_fit",
     "loo_grad",
+    "mixture_values",
     "offset_bin",
     "offset_bin_line",
+    "smoothed_quantiles",
     "sq_distances_tiled",
     "warm_up",
     "window_moments",
@@ -414,6 +424,7 @@ def examples() -> dict:
         **binned_examples(),
         **window_example(),
         **grid_example(),
+        **conditional_examples(),
     }  # fmt: skip
 
 

@@ -322,7 +322,7 @@ class _ConditionalMixin:
                 "predict_pdf needs y_bandwidth > 0: with y_bandwidth=0 the predictive "
                 "distribution is the weighted empirical one, which has no density."
             )
-        return self._expect(Q, y_values, mix.pdf_terms)
+        return self._expect(Q, y_values, mix.pdf_terms, pdf=True)
 
     def predict_quantiles(self, X: ArrayLike, quantiles: ArrayLike) -> np.ndarray:
         """Conditional quantiles: the inverse of :meth:`predict_cdf` at each level.
@@ -357,8 +357,25 @@ class _ConditionalMixin:
         Q, mix = self._distribution(X)
         taus = check_quantiles(quantiles, open_interval=mix.h > 0)
         order = np.argsort(taus, kind="stable")
-        out = np.empty((len(Q), len(taus)))
         levels = taus[order]
+        fused = self._fused(mix)
+        if fused is not None and mix.h == 0:
+            out = fused.empirical_quantiles(Q, levels, self._options())
+        elif fused is not None:
+            reach = (mix.bracket()[1] - mix.sorted[-1]) / mix.h
+            out = fused.smoothed_quantiles(Q, levels, mix.h, reach, _QUANTILE_RTOL,
+                                           self._options())  # fmt: skip
+        else:
+            out = self._weighted_quantiles(Q, mix, levels)
+        # Roots found to a tolerance: no crossing, by construction.
+        out = np.fmax.accumulate(out, axis=1)
+        result = np.empty_like(out)
+        result[:, order] = out
+        return result
+
+    def _weighted_quantiles(self, Q: np.ndarray, mix: Mixture, levels: np.ndarray):
+        """Quantiles at ascending ``levels`` from chunks of attention weights (the numpy path)."""
+        out = np.empty((len(Q), len(levels)))
         grid = F_grid = None
         if mix.h > 0:  # a first guess and a bracket from F pooled on a shared grid
             low, high = mix.bracket()
@@ -374,14 +391,18 @@ class _ConditionalMixin:
             else:
                 start = grid_start(F_grid[rows], f_grid[rows], grid, levels, mix.bracket())
                 out[rows] = weights.smoothed_quantiles(levels, start)
-        # Roots found to a tolerance: no crossing, by construction.
-        out = np.fmax.accumulate(out, axis=1)
-        result = np.empty_like(out)
-        result[:, order] = out
-        return result
+        return out
 
-    def _expect(self, Q: np.ndarray, y_values, terms) -> np.ndarray:
+    def _fused(self, mix: Mixture):
+        """Return the engine's compiled per-query mixture of this fit, or None (the numpy path)."""
+        return _engine.sorted_mixture(self._exact_train(), self._kernel, mix.y, mix.kernel)
+
+    def _expect(self, Q: np.ndarray, y_values, terms, pdf: bool = False) -> np.ndarray:
         T = check_y_values(y_values, len(Q))
+        mix = self._mixture
+        fused = self._fused(mix) if mix.h > 0 else None
+        if fused is not None:
+            return fused.values(Q, T, mix.h, pdf, self._options())
         if T.ndim == 1:
             return self._grid_expect(Q, T, terms)
         out = np.empty(T.shape)

@@ -437,6 +437,11 @@ for est in (NadarayaWatsonRegressor(), LocalPolynomialRegressor()):
     est.set_params(categorical_features="from_dtype").fit(frame, y).predict(frame[:50])
     BandwidthSearchCV(est).fit(frame, y)
 NadarayaWatsonRegressor(0.05, algorithm="binned").fit(X[:, :1], y).predict(Q[:, :1])
+for hy in (0.0, 0.1):  # the conditional distributions' per-query kernels
+    dist = NadarayaWatsonRegressor(0.2, y_bandwidth=hy).fit(X, y)
+    dist.predict_quantiles(Q, [0.1, 0.5])
+    if hy:
+        dist.predict_cdf(Q, [0.0, 0.5]), dist.predict_pdf(Q, y[:50, None])
 X5 = rng.normal(size=(300, 5))  # the tiled kernels; far queries take direct differences
 for est in (NadarayaWatsonRegressor(0.5, algorithm="brute"),
             LocalPolynomialRegressor(1.0, algorithm="brute")):

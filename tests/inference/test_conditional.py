@@ -285,3 +285,57 @@ def test_crps_pair_term_by_column_blocks_equals_the_whole_matrix(rng, monkeypatc
     monkeypatch.setattr(crps, "_CHUNK_BYTES", 8 * 80 * 7)  # blocks of 7 columns
     blocks = search.fit(X, y).cv_results_["mean_test_score"]
     np.testing.assert_allclose(blocks, whole, rtol=1e-12)
+
+
+def test_compiled_phi_equals_scipy_ndtr():
+    # The per-query kernels' normal distribution function (a Chebyshev series of
+    # erfcx), against scipy's, over the range where it is neither 0 nor 1.
+    numba = pytest.importorskip("numba")
+    from skl_nw._engine import _compiled_conditional as kernels
+
+    @numba.njit(fastmath=kernels._FAST, error_model="numpy")
+    def phi(u, out):
+        for j in range(u.size):
+            out[0, j], out[1, j] = kernels._cdf_pdf(u[j])
+
+    u = np.concatenate([np.linspace(-37.5, 8.6, 200_001), [0.0, -1e-300, 1e-300]])
+    out = np.empty((2, u.size))
+    phi(u, out)
+    np.testing.assert_allclose(out[0], ndtr(u), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(out[1], np.exp(-0.5 * u * u), rtol=1e-13, atol=1e-300)
+    assert (out[0, u >= kernels.ONE_ABOVE] == 1.0).all()
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_per_query_kernels_equal_the_attention_weight_path(weighted, monkeypatch):
+    # The compiled per-query mixtures (where numba is present) against the numpy
+    # path through the attention weights: empirical quantiles exactly numpy's,
+    # smoothed ones the roots, CDF and PDF equal; a query far from every point
+    # (its weights underflow against the largest sample weight) included.
+    from skl_nw import _engine
+
+    X, y, rng = _data(300)
+    w = rng.integers(0, 3, len(y)).astype(float) if weighted else None
+    Q = np.vstack([rng.uniform(-2, 2, size=(40, 2)), [[60.0, -60.0]]])
+    T = rng.normal(size=(len(Q), 3))
+    grid = np.linspace(-3, 3, 9)
+    results = []
+    for fused in (True, False):
+        if not fused:
+            monkeypatch.setattr(_engine, "sorted_mixture", lambda *args: None)
+        out = {}
+        for hy in (0.0, 0.25):
+            reg = NadarayaWatsonRegressor(0.3, y_bandwidth=hy).fit(X, y, sample_weight=w)
+            out[hy, "q"] = reg.predict_quantiles(Q, TAUS[::-1])
+            if hy:
+                out["cdf"], out["pdf"] = reg.predict_cdf(Q, T), reg.predict_pdf(Q, T)
+                out["grid"] = reg.predict_cdf(Q, grid)
+                assert np.abs(reg.predict_cdf(Q, out[hy, "q"]) - TAUS[::-1]).max() < 1e-12
+            else:
+                A = reg.attention_weights(Q)
+                expected = [[np.quantile(y, t, weights=a, method="inverted_cdf")
+                             for t in TAUS[::-1]] for a in A]  # fmt: skip
+                np.testing.assert_array_equal(out[hy, "q"], expected)
+        results.append(out)
+    for key in results[0]:
+        np.testing.assert_allclose(results[0][key], results[1][key], rtol=0, atol=1e-11)

@@ -1,0 +1,107 @@
+"""Conditional distributions by query: each query's weights reduced over the ``y``-sorted rows.
+
+:func:`sorted_mixture` returns a :class:`SortedMixture` where the compiled
+kernels of ``_compiled_conditional`` apply (numba loaded, an exponential
+``x`` kernel on continuous features, brute force at a fixed bandwidth, an
+exponential ``y`` kernel), else None: the caller then takes the numpy path
+(the engine's attention weights, reduced by blocks of rows), which gives the
+same values to rounding.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._kernels import Kernel
+from ._chunks import Options, budget, map_chunks
+from ._loader import compiled
+from ._train import TrainSet
+
+__all__ = ["SortedMixture", "sorted_mixture"]
+
+# Queries per call of a kernel: a few per worker for balance; each call holds two
+# (n,) buffers, so memory does not grow with the chunk.
+_CHUNK_QUERIES = 512
+
+
+def sorted_mixture(train: TrainSet, kernel: Kernel, y: np.ndarray, y_kernel: Kernel):
+    """Return a :class:`SortedMixture` of ``train`` and targets ``y`` (caller order), or None."""
+    kernels = compiled()
+    usable = (
+        kernels is not None
+        and kernel.log_slope is not None
+        and y_kernel.log_slope is not None
+        and not train.trees
+        and train.neighbours is None
+        and train.onehot is None
+    )
+    return SortedMixture(train, kernel, y, y_kernel) if usable else None
+
+
+class SortedMixture:
+    """The training rows in the order of ``y``: keys, log weights and targets."""
+
+    def __init__(self, train: TrainSet, kernel: Kernel, y: np.ndarray, y_kernel: Kernel):
+        order = np.argsort(y, kind="stable")  # caller rows by y: ties as the numpy path
+        stored = order if train.inverse is None else train.inverse[order]
+        self.train = train
+        self.XT = np.ascontiguousarray(train.X[stored].T)
+        self.log_w = np.ascontiguousarray(train.log_w[stored])
+        self.ys = np.ascontiguousarray(y[order], dtype=np.float64)
+        self.slope = float(kernel.log_slope)
+        # G(u) = Phi(u sqrt(-2 c)) for log K(s) = c s: h_y in the units of Phi.
+        self.y_unit = float(np.sqrt(-2.0 * y_kernel.log_slope))
+
+    def _map(self, Q: np.ndarray, width: int, run, options: Options) -> np.ndarray:
+        workers, _ = budget(options)
+        out = np.empty((len(Q), width))
+        rows = max(1, min(_CHUNK_QUERIES, -(-len(Q) // max(workers, 1))))
+        map_chunks(lambda chunk, Qc: run(chunk, np.ascontiguousarray(Qc), out[chunk]), Q,
+                   self.train, rows, workers)  # fmt: skip
+        return out
+
+    def empirical_quantiles(self, Q: np.ndarray, taus: np.ndarray, options: Options):
+        """Return ``quantile(y, taus, weights=alpha(q), method="inverted_cdf")`` per query."""
+        kernels, taus = compiled(), np.ascontiguousarray(taus, dtype=np.float64)
+        return self._map(Q, len(taus), lambda _, Qc, out: kernels.empirical_quantiles(
+            Qc, self.XT, self.log_w, self.slope, self.ys, taus, out), options)  # fmt: skip
+
+    def values(self, Q: np.ndarray, T: np.ndarray, h: float, pdf: bool, options: Options):
+        """``F(t | q)`` (``pdf``: ``f(t | q)``) at ``T`` (k,) shared or (m, k) per query."""
+        kernels, inv_h = compiled(), self.y_unit / h
+        T2 = np.ascontiguousarray(np.atleast_2d(T), dtype=np.float64)
+        shared = T.ndim == 1
+
+        def run(chunk, Qc, out):
+            rows = T2 if shared else T2[chunk]
+            kernels.mixture_values(Qc, self.XT, self.log_w, self.slope, self.ys, rows, inv_h,
+                                   pdf, out)  # fmt: skip
+
+        out = self._map(Q, T2.shape[1], run, options)
+        return out if pdf else _monotone(out, T2)
+
+    def smoothed_quantiles(self, Q: np.ndarray, taus: np.ndarray, h: float, reach: float,
+                           rtol: float, options: Options):  # fmt: skip
+        """Roots of ``F(t | q) = tau`` per query (``taus`` ascending), to ``rtol h``."""
+        kernels, taus = compiled(), np.ascontiguousarray(taus, dtype=np.float64)
+        inv_h = self.y_unit / h
+        reach_units = reach * self.y_unit
+        return self._map(Q, len(taus), lambda _, Qc, out: kernels.smoothed_quantiles(
+            Qc, self.XT, self.log_w, self.slope, self.ys, taus, inv_h, reach_units, rtol, out),
+            options)  # fmt: skip
+
+
+def _monotone(F: np.ndarray, T: np.ndarray) -> np.ndarray:
+    """``F`` made non-decreasing in ``T`` along each row (``T`` one row, or one per row).
+
+    The kernels sum each ``t``'s window of rows separately, so two close
+    ``t`` can round in different orders: an ulp's decrease, undone here (the
+    exact ``F`` is non-decreasing in ``t``).
+    """
+    order = np.argsort(T, axis=1, kind="stable")
+    if len(T) == 1:
+        F[:, order[0]] = np.maximum.accumulate(F[:, order[0]], axis=1)
+        return F
+    sorted_F = np.maximum.accumulate(np.take_along_axis(F, order, axis=1), axis=1)
+    np.put_along_axis(F, order, sorted_F, axis=1)
+    return F
