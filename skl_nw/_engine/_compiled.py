@@ -47,6 +47,7 @@ from ._compiled_binned import (
 from ._compiled_conditional import (
     conditional_examples,
     empirical_quantiles,
+    loo_empirical_crps,
     mixture_values,
     smoothed_quantiles,
 )
@@ -81,6 +82,7 @@ __all__ = [
     "grid_sums",
     "linear_bin",
     "local_fit",
+    "loo_empirical_crps",
     "loo_grad",
     "mixture_values",
     "offset_bin",

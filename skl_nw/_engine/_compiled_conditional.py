@@ -28,6 +28,7 @@ from ._compiled_exp import _FAST, _exp_nonpositive
 __all__ = [
     "conditional_examples",
     "empirical_quantiles",
+    "loo_empirical_crps",
     "mixture_values",
     "smoothed_quantiles",
 ]
@@ -125,14 +126,8 @@ def _exp_pass(e, shift):  # pragma: no cover - compiled
 
 
 @numba.njit(inline="always", fastmath=_FAST, error_model="numpy")
-def _row_weights(q, XT, log_w, top_w, slope, e):  # pragma: no cover - compiled
-    """``e_j = exp(a_j - s)``, ``a_j = log_w[j] + slope |q - XT[:, j]|^2``; return ``sum e``.
-
-    ``s`` is the largest log weight ``top_w`` (the point at distance 0): one
-    exponential pass.  Where that sum falls below ``_UNDERFLOW`` (a query far
-    from every point) the pass is redone with ``s = max a``, so the largest
-    term is 1 and no term that matters underflows.
-    """
+def _exponents(q, XT, log_w, slope, own, e):  # pragma: no cover - compiled
+    """``e_j = log_w[j] + slope |q - XT[:, j]|^2``; ``e[own] = -inf`` (``own >= 0``)."""
     d, n = XT.shape
     for j in range(n):
         e[j] = log_w[j]
@@ -141,21 +136,30 @@ def _row_weights(q, XT, log_w, top_w, slope, e):  # pragma: no cover - compiled
         for j in range(n):
             t = qf - xf[j]
             e[j] += slope * (t * t)
+    if own >= 0:
+        e[own] = -np.inf
+
+
+@numba.njit(inline="always", fastmath=_FAST, error_model="numpy")
+def _row_weights(q, XT, log_w, top_w, slope, e, own=-1):  # pragma: no cover - compiled
+    """``e_j = exp(a_j - s)``, ``a_j = log_w[j] + slope |q - XT[:, j]|^2``; return ``sum e``.
+
+    ``s`` is the largest log weight ``top_w`` (the point at distance 0): one
+    exponential pass.  Where that sum falls below ``_UNDERFLOW`` (a query far
+    from every point) the pass is redone with ``s = max a``, so the largest
+    term is 1 and no term that matters underflows.  Row ``own`` (if ``>= 0``)
+    is left out by index: its weight is 0.
+    """
+    _exponents(q, XT, log_w, slope, own, e)
     total = _exp_pass(e, top_w)
     if total >= _UNDERFLOW:
         return total
-    for j in range(n):
-        e[j] = log_w[j]
-    for f in range(d):
-        qf, xf = q[f], XT[f]
-        for j in range(n):
-            t = qf - xf[j]
-            e[j] += slope * (t * t)
+    _exponents(q, XT, log_w, slope, own, e)
     top = -np.inf
-    for j in range(n):
+    for j in range(e.size):
         if e[j] > top:
             top = e[j]
-    return _exp_pass(e, top)
+    return _exp_pass(e, top) if top > -np.inf else 0.0
 
 
 @numba.njit(inline="always", error_model="numpy")
@@ -344,6 +348,34 @@ def smoothed_quantiles(Q, XT, log_w, slope, ys, taus, inv_h, reach, rtol, out): 
             lo = t
 
 
+@numba.njit(nogil=True, cache=True, fastmath=_FAST, error_model="numpy")
+def loo_empirical_crps(XT, log_w, slope, ys, rows, out):  # pragma: no cover - compiled
+    """``out[r]``: the CRPS at ``ys[p]`` (``p = rows[r]``) of the others' weighted empirical law.
+
+    Row ``p`` is the query and is left out of its own weights by index;
+    ``sum_j a_j |y - y_j| - sum_k a_k y_k (2 C_k - a_k - 1)`` with ``C`` the
+    cumulative weights in ``y`` order (the pair sum ``1/2 sum_jk a_j a_k
+    |y_j - y_k|`` in one pass), as ``crps_rows`` computes it.  NaN where
+    every other row has weight 0.
+    """
+    d, n = XT.shape
+    e, q, top_w = np.empty(n), np.empty(d), log_w.max()
+    for r in range(rows.size):
+        p = rows[r]
+        for f in range(d):
+            q[f] = XT[f, p]
+        scale = 1.0 / _row_weights(q, XT, log_w, top_w, slope, e, p)
+        y, near = ys[p], 0.0
+        for j in range(n):  # normalised first: the pair sum has the total's square
+            e[j] *= scale
+            near += e[j] * abs(y - ys[j])
+        c = half = 0.0
+        for k in range(n):  # in order: the cumulative sum
+            c += e[k]
+            half += e[k] * ys[k] * (2.0 * c - e[k] - 1.0)
+        out[r] = near - half
+
+
 def conditional_examples() -> dict:
     """Tiny arguments of every kernel here, of the engine's types (the compiled signature)."""
     Q, XT, log_w, ys = np.zeros((1, 2)), np.zeros((2, 3)), np.zeros(3), np.arange(3.0)
@@ -352,4 +384,5 @@ def conditional_examples() -> dict:
         empirical_quantiles: (Q, XT, log_w, -0.5, ys, taus, out),
         mixture_values: (Q, XT, log_w, -0.5, ys, np.zeros((1, 1)), 1.0, False, out),
         smoothed_quantiles: (Q, XT, log_w, -0.5, ys, taus, 1.0, 40.0, 1e-11, out),
+        loo_empirical_crps: (XT, log_w, -0.5, ys, np.arange(3), np.empty(3)),
     }

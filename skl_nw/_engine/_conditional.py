@@ -45,6 +45,8 @@ class SortedMixture:
         order = np.argsort(y, kind="stable")  # caller rows by y: ties as the numpy path
         stored = order if train.inverse is None else train.inverse[order]
         self.train = train
+        self.position = np.empty(len(order), np.int64)  # caller row -> its place in y order
+        self.position[order] = np.arange(len(order))
         self.XT = np.ascontiguousarray(train.X[stored].T)
         self.log_w = np.ascontiguousarray(train.log_w[stored])
         self.ys = np.ascontiguousarray(y[order], dtype=np.float64)
@@ -79,6 +81,24 @@ class SortedMixture:
 
         out = self._map(Q, T2.shape[1], run, options)
         return out if pdf else _monotone(out, T2)
+
+    def loo_empirical_crps(self, options: Options) -> np.ndarray:
+        """Leave-one-out CRPS of each training row's weighted empirical law (caller order): (n,).
+
+        Row ``i`` is scored at ``y_i`` under the weights of ``x_i`` over the
+        other rows (``i`` dropped by index); NaN where they all weigh 0.
+        """
+        kernels, n = compiled(), len(self.ys)
+        workers, _ = budget(options)
+        out = np.empty(n)
+        rows = max(1, min(_CHUNK_QUERIES, -(-n // max(workers, 1))))
+
+        def run(chunk, _):
+            kernels.loo_empirical_crps(self.XT, self.log_w, self.slope, self.ys,
+                                       self.position[chunk], out[chunk])  # fmt: skip
+
+        map_chunks(run, None, self.train, rows, workers)  # chunks of 0..n-1
+        return out
 
     def smoothed_quantiles(self, Q: np.ndarray, taus: np.ndarray, h: float, reach: float,
                            rtol: float, options: Options):  # fmt: skip

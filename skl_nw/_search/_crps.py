@@ -118,8 +118,16 @@ def _scores(ctx, X, y, w, h, y_bandwidths) -> tuple[np.ndarray, np.ndarray]:
     est.fit(X, y, sample_weight=w)
     per_row = np.empty((len(y_bandwidths), len(y)))
     kernel = est._y_kernel
-    for rows, A in _loo_chunks(est, len(y)):
-        for k, hy in enumerate(y_bandwidths):
+    todo = list(range(len(y_bandwidths)))
+    fused = est._fused(est._mixture) if ctx.criterion == "crps" else None
+    if fused is not None:  # the empirical CRPS by the engine's per-row kernel: no n x n matrix
+        zero = [k for k in todo if y_bandwidths[k] == 0]
+        if zero:
+            per_row[zero] = fused.loo_empirical_crps(est._options())
+        todo = [k for k in todo if y_bandwidths[k] != 0]
+    for rows, A in _loo_chunks(est, len(y)) if todo else ():
+        for k in todo:
+            hy = y_bandwidths[k]
             if ctx.criterion == "crps":
                 mats = _cached_pairs(ctx, y, hy) if hy > 0 else None
                 per_row[k, rows] = crps_rows(A, y[rows], y, hy, mats)

@@ -339,3 +339,21 @@ def test_per_query_kernels_equal_the_attention_weight_path(weighted, monkeypatch
         results.append(out)
     for key in results[0]:
         np.testing.assert_allclose(results[0][key], results[1][key], rtol=0, atol=1e-11)
+
+
+@pytest.mark.parametrize("bandwidth", [0.01, 0.3])
+def test_loo_empirical_crps_kernel_equals_dense_rows(bandwidth):
+    # The compiled leave-one-out empirical CRPS (where numba is present) against
+    # the numpy rows of the dense leave-one-out attention matrix; integer weights
+    # with zeros, and a bandwidth at which most weights underflow.
+    from skl_nw._search._crps import crps_rows
+
+    X, y, rng = _data(200)
+    w = rng.integers(0, 3, len(y)).astype(float)
+    est = NadarayaWatsonRegressor(bandwidth, y_bandwidth=0.0).fit(X, y, sample_weight=w)
+    fused = est._fused(est._mixture)
+    if fused is None:
+        pytest.skip("the compiled kernels are not loaded")
+    expected = crps_rows(est._loo_attention(np.arange(len(y))), y, y, 0.0)
+    np.testing.assert_allclose(fused.loo_empirical_crps(est._options()), expected, rtol=1e-12,
+                               atol=1e-14)  # fmt: skip
