@@ -91,8 +91,13 @@ class Context:
 
     @classmethod
     def of(cls, search, scorer) -> Context:
-        """Return the context of ``search``'s parameters, scoring with ``scorer``."""
-        return cls(**search.get_params(deep=False), scorer=scorer)
+        """Return the context of ``search``'s parameters, scoring with ``scorer``.
+
+        The parameters are read as the search's attributes: a subclass's own
+        parameters stay on the subclass.
+        """
+        names = [f.name for f in dataclasses.fields(cls) if f.init and f.name != "scorer"]
+        return cls(**{name: getattr(search, name) for name in names}, scorer=scorer)
 
     def replace(self, **changes) -> Context:
         """Return a fresh context with some parameters changed (no state carried over)."""

@@ -105,3 +105,21 @@ def test_warnings_name_the_line_that_called_fit(rng):
             search.fit(X, y)
         assert caught, search
         assert {w.filename for w in caught} == {__file__}, [str(w.message) for w in caught]
+
+
+class _Tagged(BandwidthSearchCV):
+    """A subclass with a parameter of its own (the context reads only the search's)."""
+
+    _parameter_constraints = {**BandwidthSearchCV._parameter_constraints, "tag": [str]}
+
+    def __init__(self, estimator, *, tag="a", method="auto", cv="loo"):
+        super().__init__(estimator, method=method, cv=cv)
+        self.tag = tag
+
+
+def test_a_subclass_with_its_own_parameter_searches_as_the_search(rng):
+    X, y = _data(rng, NadarayaWatsonRegressor())
+    got = _Tagged(NadarayaWatsonRegressor(), tag="b").fit(X, y)
+    want = BandwidthSearchCV(NadarayaWatsonRegressor()).fit(X, y)
+    assert_allclose(got.bandwidth_, want.bandwidth_, rtol=0, atol=0)
+    assert got.get_params()["tag"] == "b"
