@@ -16,8 +16,9 @@ from __future__ import annotations
 import numpy as np
 
 from . import _dense
-from ._chunks import Options, budget, map_chunks
+from ._chunks import Options
 from ._loader import compiled
+from ._window import chunked_sums
 
 __all__ = ["CellGrid", "applies", "grid_radii", "grid_sums"]
 
@@ -131,13 +132,4 @@ def grid_sums(plan, Q, rows, options: Options = Options()):  # noqa: B008
                           plan.scale[chunk], skip, a, b, squares, out)  # fmt: skip
         return out
 
-    workers, _ = budget(options)
-    out = np.concatenate(map_chunks(block, Q, train, _CHUNK, workers, None, rows) or
-                         [np.empty((0, 2, C))])  # fmt: skip
-    powers = [0 if p == 1 else 1 for p in plan.powers]
-    scaled = out[:, powers][:, None, :, None, :]  # (m, F=1, P, G=1, C)
-    if (scaled[..., -1] < _dense.UNDERFLOW).any():
-        return None
-    lw_max = float(train.log_w[np.isfinite(train.log_w)].max(initial=0.0))
-    log_scale = np.full((m, 1, len(powers), 1), lw_max)
-    return np.zeros((m, 1)), log_scale, np.ascontiguousarray(scaled)
+    return chunked_sums(block, plan, Q, rows, _CHUNK, (m, C), options)

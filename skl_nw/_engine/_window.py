@@ -116,8 +116,21 @@ def window_sums(plan, Q, rows, options: Options = Options()):  # noqa: B008
         out[by_x] = out.copy()
         return out
 
+    return chunked_sums(block, plan, Q, rows, _CHUNK, (m, C), options)
+
+
+def chunked_sums(block, plan, Q, rows, chunk: int, shape: tuple, options: Options):
+    """Run ``block`` over chunks of the queries; return the sums in the engine's layout.
+
+    ``block(chunk, Qc)`` gives each query's plain and squared-kernel sums,
+    ``(len(Qc), 2, C)``; ``shape`` is ``(m, C)``.  Returns ``(shift,
+    log_scale, scaled)`` (``_sums.KernelSums``), or None where some query's
+    weight sum underflows (the caller then takes the general path).  Shared
+    by the window path and the grid path (:mod:`skl_nw._engine._grid`).
+    """
+    train, (m, C) = plan.train, shape
     workers, _ = budget(options)
-    out = np.concatenate(map_chunks(block, Q, train, _CHUNK, workers, None, rows) or
+    out = np.concatenate(map_chunks(block, Q, train, chunk, workers, None, rows) or
                          [np.empty((0, 2, C))])  # fmt: skip
     powers = [0 if p == 1 else 1 for p in plan.powers]
     scaled = out[:, powers][:, None, :, None, :]  # (m, F=1, P, G=1, C)
