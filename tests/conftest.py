@@ -97,8 +97,9 @@ def naive_local_poly_std(
     ``l = e1' A Phi' W``.  The local variance is
     ``sigma^2 = sum_i W_i (y_i - Phi_i beta)^2 / sum_i W_i`` and
     ``se^2 = sigma^2 sum_i l_i^2 / w_i`` (a weight ``w_i`` is ``w_i`` repeated
-    rows, each of noise variance ``sigma^2``).  Returns the fits and standard
-    errors, each (m,) for 1-D y or (m, k).
+    rows, each of noise variance ``sigma^2``).  At degree 0 (Nadaraya–Watson)
+    the standard errors are :func:`naive_std`'s (the variance about a local
+    line).  Returns the fits and standard errors, each (m,) for 1-D y or (m, k).
     """
     y, Y, h, w, problems = _local_problems(X_train, y_train, X_query, bandwidth, kernel, degree,
                                         sample_weight)  # fmt: skip
@@ -111,6 +112,8 @@ def naive_local_poly_std(
         fits.append(hat @ Y[keep])
         ses.append(np.sqrt(sigma2 * (hat**2 / w[keep]).sum()))
     fits, ses = np.array(fits), np.array(ses)
+    if degree == 0:
+        ses = naive_std(X_train, Y, X_query, bandwidth, kernel, sample_weight)
     return (fits[:, 0], ses[:, 0]) if y.ndim == 1 else (fits, ses)
 
 
@@ -267,20 +270,30 @@ def naive_log_class_proba(
 
 
 def naive_std(X_train, y_train, X_query, bandwidth, kernel="gaussian", sample_weight=None):
-    """Local-constant standard error ``sqrt(sigma^2(q) sum w K^2 / (sum w K)^2)``, dense.
+    """Nadaraya–Watson's standard error ``sqrt(sigma^2(q) sum_i alpha_i^2 / w_i)``, dense.
 
-    ``sigma^2(q) = sum_i alpha_i (y_i - m(q))^2`` with the attention weights of
-    ``naive_weights``; ``y_train`` 1-D or 2-D (one standard error per column).
+    ``sigma^2(q)`` the normalised weighted residual sum of squares about the
+    kernel-weighted least-squares line at ``q`` (Fan & Gijbels 1996):
+    ``sum_i alpha_i r_i^2 / (1 - tr(G^-1 G2))``, ``G = Phi' diag(alpha) Phi``,
+    ``G2 = Phi' diag(alpha^2 / w) Phi``, ``Phi = [1, X - q]``; one
+    ``np.linalg.lstsq`` per query.  ``y_train`` 1-D or 2-D (one standard error
+    per column); every neighbourhood must carry a line (``d + 1`` points off
+    a hyperplane).
     """
+    X_train, X_query = np.asarray(X_train, float), np.asarray(X_query, float)
     K = PROFILES[ALIASES.get(kernel, kernel)](scaled_distances(X_train, X_query, bandwidth))
     w = np.ones(len(X_train)) if sample_weight is None else np.asarray(sample_weight, float)
     y = np.asarray(y_train, float).reshape(len(X_train), -1)
-    D = K @ w
-    alpha = K * w / D[:, None]
-    m = alpha @ y
-    sigma2 = np.stack([(alpha * (y[:, c][None, :] - m[:, c : c + 1]) ** 2).sum(1)
-                       for c in range(y.shape[1])], axis=1)  # fmt: skip
-    se = np.sqrt(sigma2 * ((K**2 @ w) / D**2)[:, None])
+    se = np.empty((len(X_query), y.shape[1]))
+    for r, q in enumerate(X_query):
+        alpha = K[r] * w / (K[r] @ w)
+        Phi = np.column_stack([np.ones(len(X_train)), X_train - q])
+        root = np.sqrt(alpha)[:, None]
+        beta = np.linalg.lstsq(root * Phi, root * y, rcond=None)[0]
+        rss = alpha @ (y - Phi @ beta) ** 2
+        G, G2 = Phi.T @ (alpha[:, None] * Phi), Phi.T @ ((alpha**2 / w)[:, None] * Phi)
+        sigma2 = rss / (1.0 - np.trace(np.linalg.solve(G, G2)))
+        se[r] = np.sqrt(sigma2 * (alpha**2 / w).sum())
     return se[:, 0] if np.ndim(y_train) == 1 else se
 
 

@@ -28,7 +28,8 @@ from .._engine import (
 )
 from ._bands import warn_outside
 from ._bootstrap import squared_weight_sums
-from ._formulas import local_constant_std, local_residual_variance, sandwich_factor
+from ._formulas import local_residual_variance, sandwich_factor
+from ._local_variance import line_std
 from ._methods import _FEW_COLUMNS, _SmootherInferenceMixin, standardized
 
 
@@ -58,7 +59,8 @@ class _LocalInferenceMixin(_SmootherInferenceMixin):
         return self._fit_degree()
 
     def _n_local_params(self) -> int:
-        return npar(self._exact_train().d, self._fit_degree())
+        """Coefficients of the local fit the noise variance is estimated about (a line at 0)."""
+        return npar(self._exact_train().d, max(self._fit_degree(), 1))
 
     def _check_extrapolation(self, Q: np.ndarray) -> None:
         """Warn about queries outside the training range of a continuous feature (degree >= 1)."""
@@ -131,10 +133,8 @@ class _LocalInferenceMixin(_SmootherInferenceMixin):
         mom = Moments(d, 2 * degree, degree)
         gi, P = gram_index(d, degree), npar(d, degree)
         mean, std = np.empty((len(Q), k)), np.empty((len(Q), k))
-        if degree == 0:  # the value columns of Nadaraya–Watson's, then Y: its formula
-            for block, _, sums in self._local(Q, mom, (1, 2), Z, np.column_stack([Z**2, Y])):
-                std[block] = local_constant_std(sums, k, origin)[1]
-                mean[block] = Moments.columns(sums, 0, 0)[:, 2 * k : 3 * k]
+        if degree == 0 or d == 0:  # Nadaraya–Watson: the noise variance about a local line
+            mean, std = line_std(self, Q, Z, Y)
             return mean, scale * std
         values = np.column_stack([Y, Z])
         for block, q, sums in self._local(Q, mom, powers=(1, 2), values=values, extra=Z**2):

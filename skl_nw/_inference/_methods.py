@@ -24,10 +24,12 @@ from sklearn import get_config
 from sklearn.utils import check_random_state
 
 from .. import _engine
+from .._engine import npar
 from .._smoothers._base import power_of_two
 from ._bands import BIAS_CORRECTIONS, corrected_degree, local_sibling, warn_zero_width
 from ._bootstrap import bootstrap_t, effective_df, t_quantile
-from ._formulas import MULTIPLIERS, concentration, local_constant_std, nw_gradient
+from ._formulas import MULTIPLIERS, concentration, nw_gradient
+from ._local_variance import line_std
 
 # Above this many value columns the smoother is applied as attention weights @ V.
 _FEW_COLUMNS = 8
@@ -170,9 +172,10 @@ class _SmootherInferenceMixin:
             "normal": ``m_hat -+ t se`` with the standard error of
             ``predict(X, return_std=True)`` and the quantile ``t`` of Student's
             law with ``1 / sum_i l_i(q)^2 - p`` degrees of freedom (the local
-            fit's effective number of points less its ``p`` coefficients; ``l_i``
-            the smoother's weights: the attention weights, or a local
-            polynomial's equivalent kernel).  "bootstrap": a wild bootstrap-t
+            fit's effective number of points less the ``p`` coefficients of the
+            local fit its noise variance is estimated about: Nadaraya–Watson's
+            local line, ``1 + d``; ``l_i`` the smoother's weights: the attention
+            weights, or a local polynomial's equivalent kernel).  "bootstrap": a wild bootstrap-t
             (:mod:`skl_nw._inference._bootstrap`): the residuals ``e_i = y_i - m_hat(x_i)``
             rescaled by ``(1 - 2 H_ii + sum_j H_ij^2)^(-1/2)`` (the smoother
             shrinks them), the standard error ``sqrt(sum_i l_i^2 e_i^2)`` from
@@ -302,7 +305,8 @@ class _NWInferenceMixin(_SmootherInferenceMixin):
         )  # fmt: skip
 
     def _n_local_params(self) -> int:
-        return 1
+        """Coefficients of the local line the noise variance is estimated about."""
+        return npar(int((~self.is_categorical_).sum()), 1)
 
     def _variance_factor(self, Q: np.ndarray) -> np.ndarray:
         """``sum_i alpha_i(q)^2 / w_i`` per scaled query, from kernel sums (trees prune)."""
@@ -339,21 +343,15 @@ class _NWInferenceMixin(_SmootherInferenceMixin):
     def _mean_std(self, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Fit and pointwise standard error at the scaled queries: two (m, k) arrays.
 
-        One pass of kernel powers 1 and 2 over ``[Z, Z^2, Y]`` (``Z`` of
-        :func:`standardized`): the variance in units of ``Z``, the fit from
-        the columns of ``Y`` as :meth:`predict` has it.
+        The noise variance from the residuals about a local line
+        (:mod:`skl_nw._inference._local_variance`), in units of ``Z``
+        (:func:`standardized`); the fit from the columns of ``Y``, as
+        :meth:`predict` has it.  On the exact training set on every path: the
+        line's moments about a query do not survive the grid's interpolation.
         """
         Y, w = self._targets()
-        k = Y.shape[1]
         Z, _, scale = standardized(Y, w)  # squares of Z neither overflow nor underflow
-        V = np.column_stack([Z, Z**2, Y])
-
-        def exact(R: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            sums = self._sums(R, V, powers=(1, 2))
-            std = local_constant_std(sums, k, np.zeros(k))[1]
-            return sums.ratios()[:, 0, 2 * k :], std  # the fit: predict's columns
-
-        fit, std = self._backend.mean_std(Q, V, k, exact)  # binned: on the grid where it can
+        fit, std = line_std(self, Q, Z, Y)
         return fit, scale * std
 
     def _gradient(self, Q: np.ndarray) -> np.ndarray:

@@ -1,6 +1,7 @@
 """Estimator side of the binned path (``algorithm="binned"``): choice, fit, predict, LOO.
 
-The choice (:func:`wanted`), the grid's standard errors and its leave-one-out
+The choice (:func:`wanted`), the normal intervals' degrees of freedom on the grid
+(:func:`variance_factor`) and its leave-one-out
 object, called by :class:`skl_nw._smoothers._backends.BinnedBackend`; the numerics live
 in :mod:`skl_nw._engine._binned`.
 """
@@ -16,7 +17,6 @@ from .._engine import MAX_FEATURES, BinnedSums, LossFn, binned_loo_pool
 __all__ = [
     "DEFAULT_TOL",
     "BinnedLeaveOneOut",
-    "mean_std",
     "variance_factor",
     "wanted",
 ]
@@ -25,8 +25,8 @@ __all__ = [
 DEFAULT_TOL = 1e-4
 # algorithm="auto" with binned_tol set bins from this many training points on.
 _AUTO_MIN_SAMPLES = 100_000
-# Standard errors go to the grid when queries x rows exceed this many times rows +
-# grid nodes: the binning of the moments' columns then costs less than the exact pass
+# The variance factor goes to the grid when queries x rows exceed this many times rows +
+# grid nodes: the binning of the weights' columns then costs less than the exact pass
 # (measured once, see docs/benchmarks.md "Binned path", "Tuned constants").
 _GRID_STD_MIN_RATIO = 32
 
@@ -57,34 +57,11 @@ def wanted(est, Xs: np.ndarray) -> bool:
     )
 
 
-def mean_std(binned: BinnedSums, Q: np.ndarray, V: np.ndarray, k: int, exact: Callable):
-    """Local-constant fit and standard error at scaled queries, on the grid: two (m, k) arrays.
-
-    ``V`` holds ``[Z, Z^2, Y]`` (``Z`` the standardised targets, ``Y`` the
-    targets: ``k`` columns each, in the training rows' order).  The kernel
-    sums of power 1 of ``V`` and of power 2 of the weights are binned like
-    the predictions' (the same grid spacing and truncation), so that
-    ``se^2 = (sum alpha Z^2 - (sum alpha Z)^2) sum w K^2 / (sum w K)^2``
-    costs ``O(n + G)`` instead of ``O(n m)``; queries the grid cannot answer
-    (outside it, or below its floor) go to ``exact(rows)``, which returns the
-    same two arrays.  The standard error is in units of ``Z``.
-    """
-    if _few(binned, Q):
-        return exact(Q)
-    R, factor, good = _grid_moments(binned, Q, V)
-    sigma2 = np.maximum(R[:, k : 2 * k] - R[:, :k] ** 2, 0.0)
-    fit, std = R[:, 2 * k :], np.sqrt(sigma2 * factor[:, None])
-    redo = np.flatnonzero(~good)
-    if len(redo):
-        fit[redo], std[redo] = exact(Q[redo])
-    return fit, std
-
-
 def variance_factor(binned: BinnedSums, Q: np.ndarray, exact: Callable) -> np.ndarray:
     """Return ``sum_i w_i K_i^2 / (sum_i w_i K_i)^2`` per scaled query, on the grid."""
     if _few(binned, Q):
         return exact(Q)
-    _, factor, good = _grid_moments(binned, Q, binned.values[:, :0])
+    factor, good = _grid_factor(binned, Q)
     redo = np.flatnonzero(~good)
     if len(redo):
         factor[redo] = exact(Q[redo])
@@ -96,16 +73,15 @@ def _few(binned: BinnedSums, Q: np.ndarray) -> bool:
     return len(Q) * len(binned.w) <= _GRID_STD_MIN_RATIO * (len(binned.w) + binned.grid.size)
 
 
-def _grid_moments(binned: BinnedSums, Q: np.ndarray, V: np.ndarray):
-    """Binned ``sum alpha V`` (m, c), ``sum w K^2 / (sum w K)^2`` (m,), where the grid answers."""
-    args = (binned.X, binned.w)
-    first = BinnedSums(*args, V, binned.kernel, binned.tol, binned.rtol)
-    second = BinnedSums(*args, V[:, :0], binned.kernel, binned.tol, binned.rtol, power=2)
+def _grid_factor(binned: BinnedSums, Q: np.ndarray):
+    """Binned ``sum w K^2 / (sum w K)^2`` (m,), and where the grid answers (m,) bool."""
+    args = (binned.X, binned.w, binned.values[:, :0], binned.kernel, binned.tol, binned.rtol)
+    first, second = BinnedSums(*args), BinnedSums(*args, power=2)
     S1, good1 = first.interpolated(Q)
     S2, good2 = second.interpolated(Q)
     with np.errstate(divide="ignore", invalid="ignore"):
         factor = S2[:, -1] / S1[:, -1] ** 2 / first.weight_unit  # sums of w / unit
-        return S1[:, :-1] / S1[:, -1:] + first.mid, factor, good1 & good2
+        return factor, good1 & good2
 
 
 class BinnedLeaveOneOut:

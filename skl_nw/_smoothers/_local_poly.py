@@ -10,10 +10,10 @@ from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from .. import _engine
-from .._engine import BinnedLocalFit, Moments, blocks, fit_local, npar
+from .._engine import BinnedLocalFit, Moments, fit_local, npar
 from .._inference._diagnostics import _SummaryMixin
 from .._inference._local import _LocalInferenceMixin
+from .._inference._local_variance import local_sums
 from .._inference._methods import local_constant_gradient
 from . import _loess
 from ._base import _NWBase, _RegressorMixin
@@ -274,20 +274,9 @@ class LocalPolynomialRegressor(_SummaryMixin, _LocalInferenceMixin, _RegressorMi
         """Yield ``(block, q, sums)`` over blocks of scaled queries (``q`` centred).
 
         Value columns ``mom.values(Z, values)`` (default: the training targets),
-        then the columns ``extra`` (n, e) if given.
+        then the columns ``extra`` (n, e) if given (:func:`local_sums`).
         """
-        train = self._exact_train()
-        Y = train.to_caller(train.values) if values is None else values
-        V = mom.values(train.to_caller(train.X), Y)
-        if extra is not None:
-            V = np.column_stack([V, extra])
-        per_row = (mom.shift.pairs + mom.yshift.pairs * Y.shape[1]) * 2 + V.shape[1] * 4
-        for block in blocks(len(Q), per_row):
-            sums = _engine.kernel_sums(
-                Q[block], train, self._kernel, values=V, powers=powers,
-                fallback=self.fallback, options=self._options(),
-            )  # fmt: skip
-            yield block, Q[block, : train.d] - train.center, sums
+        return local_sums(self, Q, mom, powers, values, extra)
 
     def _fit_degree(self) -> int:
         """``degree``, lowered to the number of points of positive weight (see Notes)."""
@@ -326,7 +315,8 @@ class LocalPolynomialRegressor(_SummaryMixin, _LocalInferenceMixin, _RegressorMi
             weights ``w_i K_i^2``), with the local residual variance
             ``sigma^2(q) = sum_i alpha_i(q) (y_i - phi(x_i - q) . beta(q))^2``
             (``alpha`` the attention weights).  At ``degree=0`` it is
-            :class:`NadarayaWatsonRegressor`'s standard error.  A query with one
+            :class:`NadarayaWatsonRegressor`'s standard error (its noise variance
+            about a local line).  A query with one
             effective neighbour (the degree drops to 0 there) has ``se = 0``.
             The smoother's bias is not included (see :meth:`predict_interval`).
 

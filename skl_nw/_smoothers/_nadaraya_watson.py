@@ -287,12 +287,14 @@ default="from_dtype"
             Queries.
         return_std : bool, default=False
             Also return the pointwise standard error of the fit,
-            ``se(q)^2 = sigma^2(q) sum_i w_i K_i^2 / (sum_i w_i K_i)^2`` with the
-            local variance ``sigma^2(q) = sum_i alpha_i(q) (y_i - f(q))^2``
-            (scikit-learn's ``GaussianProcessRegressor`` convention).  A
-            query with one effective neighbour has ``se = 0``.  It is the
-            standard error of the smoothed curve: the smoother's bias is not
-            included (see :meth:`predict_interval`).
+            ``se(q)^2 = sigma^2(q) sum_i w_i K_i^2 / (sum_i w_i K_i)^2``
+            (scikit-learn's ``GaussianProcessRegressor`` convention), with the
+            noise variance ``sigma^2(q)`` estimated from the residuals about the
+            kernel-weighted least-squares line at ``q``, over their expectation
+            per unit noise, ``1 - tr(G^-1 G2)`` (Fan & Gijbels; the user
+            guide's "Inference" page).  A query with one effective neighbour
+            has ``se = 0``.  It is the standard error of the smoothed curve:
+            the smoother's bias is not included (see :meth:`predict_interval`).
 
         Returns
         -------

@@ -95,11 +95,15 @@ def test_std_is_zero_with_one_effective_neighbour_and_finite_far_away(kernel):
 
 
 def test_std_is_sigma_over_root_n_for_a_wide_bandwidth(rng):
-    # h -> inf: equal weights, se^2 = (population variance of y) / n.
-    y = rng.normal(size=200)
-    X = rng.uniform(size=(200, 1))
+    # h -> inf: equal weights, the mean's se^2 = s^2 / n with s^2 the residual variance
+    # of the least-squares line on n - 2 degrees of freedom (the local line's).
+    y = rng.normal(size=200) + 2.0 * np.arange(200) / 200
+    X = np.column_stack([np.arange(200) / 200])
     _, std = NadarayaWatsonRegressor(bandwidth=1e6).fit(X, y).predict([[0.5]], return_std=True)
-    assert_allclose(std, np.std(y) / np.sqrt(200), rtol=1e-8)
+    residuals = y - np.polyval(np.polyfit(X[:, 0], y, 1), X[:, 0])
+    assert_allclose(std, np.sqrt(residuals @ residuals / 198 / 200), rtol=1e-8)
+    # Where the local constant's variance includes the trend's spread:
+    assert std[0] < 0.95 * np.std(y) / np.sqrt(200)
 
 
 def test_sandwich_equals_the_dense_local_linear_variance(rng):
@@ -164,9 +168,10 @@ def test_interval_shapes_and_the_normal_interval(rng, k):
         assert band.shape == mean.shape + (2,)
         assert np.all(band[..., 0] <= mean) and np.all(mean <= band[..., 1])
     band = reg.predict_interval(Q, alpha=0.1)
-    # Student's t with the effective number of points less one parameter.
+    # Student's t with the effective number of points less the local line's 3 coefficients
+    # (the noise variance's residuals are about it).
     alpha = naive_weights(X, Q, 0.5, "gaussian")
-    t = student_t.ppf(0.95, 1 / (alpha**2).sum(axis=1) - 1)
+    t = student_t.ppf(0.95, 1 / (alpha**2).sum(axis=1) - 3)
     t = t if k is None else t[:, None]
     assert_allclose(band[..., 1] - mean, t * std, rtol=1e-9)
     assert_allclose(mean - band[..., 0], t * std, rtol=1e-9)

@@ -37,8 +37,11 @@ def _dense_weights(Xq, X, lam_ordered, lam_cat=None):
 def _dense_fit(W, y):
     mean = W @ y / W.sum(axis=1)
     alpha = W / W.sum(axis=1, keepdims=True)
-    sigma2 = (alpha * (y[None, :] - mean[:, None]) ** 2).sum(axis=1)
-    return mean, np.sqrt(sigma2 * (W**2).sum(axis=1) / W.sum(axis=1) ** 2)
+    # The local line is the constant (no continuous feature): the weighted residual
+    # mean square over its expectation per unit noise variance, 1 - sum alpha^2.
+    share = (alpha**2).sum(axis=1)
+    sigma2 = (alpha * (y[None, :] - mean[:, None]) ** 2).sum(axis=1) / (1 - share)
+    return mean, np.sqrt(sigma2 * share)
 
 
 @pytest.mark.parametrize("degree", [0, 1, 2])

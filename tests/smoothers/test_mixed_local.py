@@ -72,9 +72,14 @@ def test_standard_errors_with_categories():
         w = _weights(X, q, h, lam)
         alpha = w / w.sum()
         f = alpha @ y
-        sigma2 = alpha @ (y - f) ** 2
+        # The noise variance about the weighted least-squares line in the continuous
+        # features, over 1 - tr(G^-1 G2) (the category enters through the weights).
+        Phi = np.column_stack([np.ones(len(X)), X[:, :2] - q[:2]])
+        G, G2 = Phi.T @ (alpha[:, None] * Phi), Phi.T @ (alpha[:, None] ** 2 * Phi)
+        r = y - Phi @ np.linalg.solve(G, Phi.T @ (alpha * y))
+        sigma2 = alpha @ r**2 / (1 - np.trace(np.linalg.solve(G, G2)))
         assert mean[t] == pytest.approx(f, abs=1e-12)
-        assert std[t] == pytest.approx(np.sqrt(sigma2 * (w**2).sum() / w.sum() ** 2), rel=1e-9)
+        assert std[t] == pytest.approx(np.sqrt(sigma2 * (alpha**2).sum()), rel=1e-9)
     # The local linear fit's: finite, positive, and its mean the plain prediction.
     lp = LocalPolynomialRegressor([*h, lam], categorical_features=[2]).fit(X, y)
     mean, std = lp.predict(Q, return_std=True)
