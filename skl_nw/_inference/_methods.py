@@ -231,7 +231,7 @@ class _SmootherInferenceMixin:
         >>> y = X[:, 0] + rng.normal(0, 0.1, 300)
         >>> reg = NadarayaWatsonRegressor(bandwidth=0.1).fit(X, y)
         >>> reg.predict_interval([[0.5]]).round(2)
-        array([[0.48, 0.54]])
+        array([[0.49, 0.53]])
 
         A local linear fit is unbiased for this line, also at the boundary:
 
