@@ -21,8 +21,9 @@ remains), where the local constant's mean square was biased by the slope
 and, at ``1 - sum_i alpha_i^2``, low by the fit's share.  The line is solved
 as a local linear fit is (:func:`skl_nw._engine._local_fit.solve`: a window
 that cannot carry a slope drops to the constant, whose correction is
-``1 - sum_i alpha_i^2``); a window with no residual degree of freedom left
-(one effective point) has ``sigma^2 = 0``.
+``1 - sum_i alpha_i^2``); a window whose line leaves no residual degree of
+freedom (as many effective points as its coefficients: it interpolates them)
+takes the constant's residuals, and one effective point has ``sigma^2 = 0``.
 """
 
 from __future__ import annotations
@@ -116,15 +117,19 @@ def line_std(est, Q: np.ndarray, Z: np.ndarray, Y: np.ndarray) -> tuple[np.ndarr
     for block, q, sums in local_sums(est, Q, mom, (1, 2), Z, np.column_stack([Z**2, Y])):
         coef, _, Mq, Bq, e = fit_local_units(mom, *mom.read(sums, 0, 0, k), q, 1)
         columns = Moments.columns(sums, 0, 0)  # [..., Z^2, Y, weight sum]
-        rss = local_residual_variance(
-            Mq[:, gi], Bq[:, :P], columns[:, -1 - 2 * k : -1 - k], coef, np.zeros(k)
-        )
+        second = columns[:, -1 - 2 * k : -1 - k]
+        rss = local_residual_variance(Mq[:, gi], Bq[:, :P], second, coef, np.zeros(k))
         M, _, qe = to_units(mom, mom.read(sums, 0, 0, k)[0], None, q, e)
         M2 = to_units(mom, mom.read(sums, 0, 1, k)[0], None, q, e)[0]
-        share = residual_share(mom, M, M2, qe, 1)
+        # The line's residuals, else (as many effective points as its coefficients) the
+        # constant's, else (one effective point) none: sigma^2 = 0.
+        share = residual_share(mom, M, M2, qe, 1)[:, None]
+        share0 = 1.0 - M2[:, :1]  # 1 - sum alpha^2 / w
+        rss0 = np.maximum(second - Bq[:, 0] ** 2, 0.0)
         with np.errstate(invalid="ignore", divide="ignore"):
-            sigma2 = np.where(share[:, None] > _NO_RESIDUAL_DF, rss / share[:, None], 0.0)
-        sigma2 = np.where(np.isnan(share)[:, None], np.nan, sigma2)
+            sigma2 = np.where(share0 > _NO_RESIDUAL_DF, rss0 / share0, 0.0)
+            sigma2 = np.where(share > _NO_RESIDUAL_DF, rss / share, sigma2)
+        sigma2 = np.where(np.isnan(share), np.nan, sigma2)
         fit[block] = columns[:, -1 - k : -1]
         std[block] = np.sqrt(np.maximum(M2[:, :1], 0.0) * sigma2)  # sum alpha^2 / w
     return fit, std

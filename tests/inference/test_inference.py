@@ -94,6 +94,21 @@ def test_std_is_zero_with_one_effective_neighbour_and_finite_far_away(kernel):
     assert_allclose(mean, [1.0, 3.0, 1.0])
 
 
+def test_std_of_a_window_its_line_interpolates_is_the_constants():
+    # Three points in 2-D inside the compact support: the local line fits them exactly
+    # (no residual degree of freedom), so the variance is the one about their mean.
+    X = np.array([[0.0, 0.0], [0.3, 0.0], [0.0, 0.3], [5.0, 5.0]])
+    y = np.array([1.0, 2.0, 4.0, 0.0])
+    reg = NadarayaWatsonRegressor(bandwidth=1.0, kernel="epanechnikov").fit(X, y)
+    q = np.array([[0.1, 0.1]])
+    mean, std = reg.predict(q, return_std=True)
+    alpha = naive_weights(X, q, 1.0, "epanechnikov")[0]
+    share = (alpha**2).sum()
+    sigma2 = alpha @ (y - alpha @ y) ** 2 / (1 - share)
+    assert_allclose(std, np.sqrt(sigma2 * share), rtol=1e-9)
+    assert std[0] > 0.3
+
+
 def test_std_is_sigma_over_root_n_for_a_wide_bandwidth(rng):
     # h -> inf: equal weights, the mean's se^2 = s^2 / n with s^2 the residual variance
     # of the least-squares line on n - 2 degrees of freedom (the local line's).
