@@ -48,6 +48,7 @@ from ._binned import (
     grid_step,
     make_grid,
     margin_radius,
+    stencil,
     truncation_radius,
 )
 from ._binned_offsets import (
@@ -200,7 +201,7 @@ class BinnedLocalFit(BinnedSums):
         bottom, top = column_range(values, active)
         self.mid = 0.5 * (top + bottom)
         self.radius = truncation_radius(kernel, tol)
-        step = local_step(kernel, tol, d, self.degree)
+        step = self._node_step(kernel, tol, d)
         self.grid = make_grid(X, step, margin_radius(kernel, tol), active)
         self.resolved = resolves(X, active, step, self.degree, self.tol)
         mom = Moments(d, 2 * self.degree, self.degree)
@@ -215,20 +216,26 @@ class BinnedLocalFit(BinnedSums):
         self.sums = None
         self._exact = None
 
+    def _node_step(self, kernel: Kernel, tol: float, d: int) -> float:
+        """Return the nodes' spacing in bandwidths (:func:`local_step`)."""
+        return local_step(kernel, tol, d, self.degree)
+
     def __getstate__(self) -> dict:
         state = {**super().__getstate__(), "degree": self.degree}
         del state["power"]  # always 1 here
         return state
 
-    def _moments(self, mom: Moments):
+    def _moments(self, mom: Moments, power: int = 1):
         """Moments about every node: plain (n_plain, G), target (n_y, k, G), transform rounding.
 
-        The offset sums binned at once where they fit next to the moments,
-        else one monomial at a time (a pass over the data each).
+        Of the kernel's ``power`` (2: the sums of squared weights of standard
+        errors).  The offset sums binned at once where they fit next to the
+        moments, else one monomial at a time (a pass over the data each).
         """
         grid, n_y, k = self.grid, mom.n_y, self.values.shape[1]
         exps = exponents(grid.lo.size, mom.top)
-        stencils = moment_stencils(self.stencil(grid), grid.step, exps)
+        K = stencil(self.kernel, grid.step, self.radius, 1.0, power)
+        stencils = moment_stencils(K, grid.step, exps)
         if sums_fit(grid.shape, mom.n_plain + n_y * k):
             plain, targets = offset_bin(self.X, self.wb, self.values, self.mid, grid, exps, n_y)
             return node_moments(plain, targets, grid.shape, stencils, exps, n_y)

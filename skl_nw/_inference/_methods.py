@@ -346,12 +346,12 @@ class _NWInferenceMixin(_SmootherInferenceMixin):
         The noise variance from the residuals about a local line
         (:mod:`skl_nw._inference._local_variance`), in units of ``Z``
         (:func:`standardized`); the fit from the columns of ``Y``, as
-        :meth:`predict` has it.  On the exact training set on every path: the
-        line's moments about a query do not survive the grid's interpolation.
+        :meth:`predict` has it.  Binned: the noise variance at the grid's
+        nodes, blended (:func:`skl_nw._smoothers._binning.mean_std`).
         """
         Y, w = self._targets()
         Z, _, scale = standardized(Y, w)  # squares of Z neither overflow nor underflow
-        fit, std = line_std(self, Q, Z, Y)
+        fit, std = self._backend.mean_std(Q, Z, lambda R: line_std(self, R, Z, Y))
         return fit, scale * std
 
     def _gradient(self, Q: np.ndarray) -> np.ndarray:

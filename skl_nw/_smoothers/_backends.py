@@ -64,6 +64,10 @@ class ExactBackend:
         """Log of the kernel sums per class at scaled queries (relative to their largest)."""
         return _engine.class_log_sums(Q, self.train, kernel, relative=True, options=options)
 
+    def mean_std(self, Q, Z, exact: Callable):
+        """Nadaraya–Watson's fit and standard error (see :func:`_binning.mean_std`)."""
+        return exact(Q)
+
     def variance_factor(self, Q, exact: Callable) -> np.ndarray:
         """``sum_i w_i K_i^2 / (sum_i w_i K_i)^2`` per scaled query."""
         return exact(Q)
@@ -94,14 +98,14 @@ class BinnedBackend:
     the user guide's "Binned path"): on the grid, ``predict`` and Parzen's
     probabilities, local polynomial values and slopes, the closed-form
     leave-one-out predictions of the search's grid and, for many queries,
-    Nadaraya–Watson's normal intervals' degrees of freedom.  On the exact
-    training set, built on first need: attention weights, gradients,
-    densities, the bootstrap, the standard errors (Nadaraya–Watson's noise
-    variance about a local line needs its moments about each query, which
-    the grid's interpolation of moments about the nodes would lose to
-    cancellation) and intervals, the criteria and the leave-one-out gradient;
-    the mean of ``predict(return_std=True)`` is the exact fit, within
-    ``binned_tol`` of ``predict``.
+    Nadaraya–Watson's standard errors (its noise variance about a local line
+    at the nodes, blended) and the normal intervals' degrees of freedom (the
+    mean of ``predict(return_std=True)`` is then ``predict``'s, to the last
+    bit).  On the exact training set, built on first need: attention
+    weights, gradients, densities, the bootstrap, local polynomial standard
+    errors and intervals, the criteria and the leave-one-out gradient; there,
+    and for few queries, the mean of ``predict(return_std=True)`` is the
+    exact fit, within ``binned_tol`` of ``predict``.
 
     Parameters
     ----------
@@ -138,6 +142,10 @@ class BinnedBackend:
         """Log of the binned pooled one-hot labels (queries far from the grid: nearest node)."""
         with np.errstate(divide="ignore"):
             return np.log(np.maximum(self.pool(Q, kernel, "nearest", options), 0.0))
+
+    def mean_std(self, Q, Z, exact: Callable):
+        """Nadaraya–Watson's fit and standard error on the grid (see :func:`_binning.mean_std`)."""
+        return _binning.mean_std(self.sums, Q, Z, exact)
 
     def variance_factor(self, Q, exact: Callable) -> np.ndarray:
         """``sum_i w_i K_i^2 / (sum_i w_i K_i)^2`` per scaled query, on the grid."""

@@ -1,7 +1,7 @@
 """Estimator side of the binned path (``algorithm="binned"``): choice, fit, predict, LOO.
 
-The choice (:func:`wanted`), the normal intervals' degrees of freedom on the grid
-(:func:`variance_factor`) and its leave-one-out
+The choice (:func:`wanted`), the grid's standard errors (:func:`mean_std`) and
+the normal intervals' degrees of freedom (:func:`variance_factor`), its leave-one-out
 object, called by :class:`skl_nw._smoothers._backends.BinnedBackend`; the numerics live
 in :mod:`skl_nw._engine._binned`.
 """
@@ -13,10 +13,12 @@ from collections.abc import Callable
 import numpy as np
 
 from .._engine import MAX_FEATURES, BinnedSums, LossFn, binned_loo_pool
+from .._inference._local_variance import GridNoise
 
 __all__ = [
     "DEFAULT_TOL",
     "BinnedLeaveOneOut",
+    "mean_std",
     "variance_factor",
     "wanted",
 ]
@@ -29,6 +31,9 @@ _AUTO_MIN_SAMPLES = 100_000
 # grid nodes: the binning of the weights' columns then costs less than the exact pass
 # (measured once, see docs/benchmarks.md "Binned path", "Tuned constants").
 _GRID_STD_MIN_RATIO = 32
+# Standard errors: their nodes' local lines cost about this many exact pairs a node (2-4
+# us a node against 3-5 ns a pair; 2-D, G = 0.9e6-1.7e6: docs/benchmarks.md "Binned path").
+_NOISE_NODE_PAIRS = 1000
 
 
 def wanted(est, Xs: np.ndarray) -> bool:
@@ -55,6 +60,32 @@ def wanted(est, Xs: np.ndarray) -> bool:
         and d <= MAX_FEATURES
         and (n >= _AUTO_MIN_SAMPLES)
     )
+
+
+def mean_std(binned: BinnedSums, Q: np.ndarray, Z: np.ndarray, exact: Callable):
+    """Nadaraya–Watson's fit and standard error at scaled queries, on the grid: two (m, k).
+
+    The fit is the grid's (``predict``'s, to the last bit); the noise
+    variance about a local line from the nodes
+    (:class:`skl_nw._inference._local_variance.GridNoise`, ``Z`` the
+    standardised targets in the training rows' order), times the binned
+    ``sum alpha^2 / w``: ``O(n + G)`` instead of ``O(n m)``.  Queries the grid
+    cannot answer (outside it, or below its floor) go to ``exact(rows)``,
+    which returns the same two arrays.  The standard error is in units of ``Z``.
+    """
+    n, G = len(binned.w), binned.grid.size
+    if len(Q) * n <= _GRID_STD_MIN_RATIO * n + _NOISE_NODE_PAIRS * G:
+        return exact(Q)
+    sigma2, redo = GridNoise(binned.X, binned.w, Z, binned.kernel, binned.tol).at(Q)
+    factor, good = _grid_factor(binned, Q)
+    S, good_fit = binned.interpolated(Q)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fit = S[:, :-1] / S[:, -1:] + binned.mid
+    std = np.sqrt(np.maximum(sigma2, 0.0) * factor[:, None])
+    rows = np.flatnonzero(redo | ~good | ~good_fit)
+    if len(rows):
+        fit[rows], std[rows] = exact(Q[rows])
+    return fit, std
 
 
 def variance_factor(binned: BinnedSums, Q: np.ndarray, exact: Callable) -> np.ndarray:
