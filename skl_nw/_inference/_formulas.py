@@ -26,6 +26,10 @@ __all__ = [
     "wild_multipliers",
 ]
 
+# Relative accuracy, against the local constant's factor, below which a local
+# polynomial's sandwich a' G2 a is rounding (sandwich_factor).
+_SANDWICH_RESOLUTION = 1e-6
+
 CRITERIA = ("loo", "aicc", "gcv")
 MULTIPLIERS = ("rademacher", "mammen")
 
@@ -116,10 +120,18 @@ def sandwich_factor(a: np.ndarray, gram_sq: np.ndarray) -> np.ndarray:
     -------
     ndarray of shape (m,)
         The variance of the fit per unit noise variance (``w_i`` repeated rows
-        of variance ``sigma^2`` each, hence ``l_i^2 / w_i``).
+        of variance ``sigma^2`` each, hence ``l_i^2 / w_i``).  Where the
+        sum's terms are so large against the local constant's ``sum_i alpha_i^2
+        / w_i`` that their rounding could exceed ``_SANDWICH_RESOLUTION`` of it
+        (a slope resolved only by points of relative weight ``1e-9``, whose
+        equivalent kernel amplifies them ``1e8``-fold: the computed value was
+        0, 1 or 6 by the order of the rows), that local constant's.
     """
     factor = np.einsum("mi,mij,mj->m", a, gram_sq, a)
-    return np.maximum(factor, 0.0)
+    size = np.einsum("mi,mij,mj->m", np.abs(a), np.abs(gram_sq), np.abs(a))
+    constant = gram_sq[:, 0, 0]
+    resolved = size * np.finfo(float).eps <= _SANDWICH_RESOLUTION * constant
+    return np.where(resolved, np.maximum(factor, 0.0), constant)
 
 
 def sandwich_variance(gram: np.ndarray, gram_sq: np.ndarray, sigma2: np.ndarray) -> np.ndarray:

@@ -21,9 +21,10 @@ remains), where the local constant's mean square was biased by the slope
 and, at ``1 - sum_i alpha_i^2``, low by the fit's share.  The line is solved
 as a local linear fit is (:func:`skl_nw._engine._local_fit.solve`: a window
 that cannot carry a slope drops to the constant, whose correction is
-``1 - sum_i alpha_i^2``); a window whose line leaves no residual degree of
-freedom (as many effective points as its coefficients: it interpolates them)
-takes the constant's residuals, and one effective point has ``sigma^2 = 0``.
+``1 - sum_i alpha_i^2``); a window with fewer effective points
+(``1 / sum_i alpha_i^2``) than the line's coefficients plus one, whose line
+would leave less than one residual degree of freedom, takes the constant's
+residuals, and one effective point has ``sigma^2 = 0``.
 """
 
 from __future__ import annotations
@@ -110,18 +111,23 @@ def residual_share(mom: Moments, M: np.ndarray, M2: np.ndarray, q: np.ndarray, d
     return 1.0 - np.einsum("mjj->m", X)
 
 
-def noise_variance(rss, share, rss0, share0) -> np.ndarray:
+def noise_variance(rss, share, rss0, share0, P: int) -> np.ndarray:
     """``sigma^2``: the line's residuals over their share, else the constant's, else 0.
 
-    ``rss``, ``rss0`` (m, k): the weighted mean squares about the line and
-    about the constant; ``share``, ``share0`` (m, 1): their expectations per
-    unit noise (``1 - tr(G^-1 G2)``, ``1 - sum alpha^2 / w``).  A window whose
-    line interpolates (as many effective points as its coefficients) takes
-    the constant's; one effective point, 0; an empty one (NaN share), NaN.
+    ``rss``, ``rss0`` (m, k): the weighted mean squares about the line (of
+    ``P`` coefficients) and about the constant; ``share``, ``share0`` (m, 1):
+    their expectations per unit noise (``1 - tr(G^-1 G2)``, ``1 - sum alpha^2
+    / w``).  The line's where the window has at least ``P + 1`` effective
+    points (``1 / sum alpha^2 / w``): fewer leave it less than one residual
+    degree of freedom, and its share (then of the order of its rounding, which
+    grows with the Gram matrix's condition) would decide by the order of the
+    rows; there the constant's, and with one effective point, 0.  An empty
+    window (NaN share), NaN.
     """
     with np.errstate(invalid="ignore", divide="ignore"):
         sigma2 = np.where(share0 > _NO_RESIDUAL_DF, rss0 / share0, 0.0)
-        sigma2 = np.where(share > _NO_RESIDUAL_DF, rss / share, sigma2)
+        line = (share > _NO_RESIDUAL_DF) & ((1.0 - share0) * (P + 1) <= 1.0)
+        sigma2 = np.where(line, rss / share, sigma2)
     return np.where(np.isnan(share), np.nan, sigma2)
 
 
@@ -150,7 +156,7 @@ def line_std(est, Q: np.ndarray, Z: np.ndarray, Y: np.ndarray) -> tuple[np.ndarr
         # constant's, else (one effective point) none: sigma^2 = 0.
         share = residual_share(mom, M, M2, qe, 1)[:, None]
         rss0 = np.maximum(second - Bq[:, 0] ** 2, 0.0)
-        sigma2 = noise_variance(rss, share, rss0, 1.0 - M2[:, :1])
+        sigma2 = noise_variance(rss, share, rss0, 1.0 - M2[:, :1], P)
         fit[block] = columns[:, -1 - k : -1]
         std[block] = np.sqrt(np.maximum(M2[:, :1], 0.0) * sigma2)  # sum alpha^2 / w
     return fit, std
@@ -209,7 +215,7 @@ class GridNoise(BinnedLocalFit):
                                           np.zeros(k))  # fmt: skip
             share = residual_share(mom, Mg, M2g, centre[g], self.degree)[:, None]
             rss0 = np.maximum(second - Bq[:, 0, :k] ** 2, 0.0)
-            self.noise[g] = noise_variance(rss, share, rss0, 1.0 - M2g[:, :1])
+            self.noise[g] = noise_variance(rss, share, rss0, 1.0 - M2g[:, :1], P)
         return coef, centre, valid
 
     def at(self, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

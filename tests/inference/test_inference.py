@@ -109,6 +109,28 @@ def test_std_of_a_window_its_line_interpolates_is_the_constants():
     assert std[0] > 0.3
 
 
+@pytest.mark.parametrize("gap", [0.8, 1.0, 2.0, 3.0, 4.0])
+def test_std_of_windows_with_fewer_than_d_plus_2_effective_points_is_the_constants(gap):
+    # One point dominates the Gaussian window (the others ``gap`` bandwidths out): the
+    # line's residual share is then of the order of its rounding, and the order of the
+    # rows decided the standard error (0.009 or 2.8 on fuzzed data). With fewer than
+    # d + 2 effective points the variance is the one about the constant (dense formula),
+    # whatever the order; with more, the line's (naive_std).
+    X = np.array([[0.0], [gap], [-gap], [gap + 0.5]])
+    y = np.array([1.0, -2.0, 3.0, 0.5])
+    q = np.array([[0.0]])
+    alpha = naive_weights(X, q, 1.0, "gaussian")[0]
+    share = (alpha**2).sum()
+    for order in ([0, 1, 2, 3], [3, 1, 0, 2], [2, 3, 1, 0]):
+        reg = NadarayaWatsonRegressor(bandwidth=1.0).fit(X[order], y[order])
+        std = reg.predict(q, return_std=True)[1]
+        if 1 / share < 3:
+            sigma2 = alpha @ (y - alpha @ y) ** 2 / (1 - share)
+            assert_allclose(std, np.sqrt(sigma2 * share), rtol=1e-9)
+        else:
+            assert_allclose(std, naive_std(X, y, q, 1.0), rtol=1e-9)
+
+
 def test_std_is_sigma_over_root_n_for_a_wide_bandwidth(rng):
     # h -> inf: equal weights, the mean's se^2 = s^2 / n with s^2 the residual variance
     # of the least-squares line on n - 2 degrees of freedom (the local line's).

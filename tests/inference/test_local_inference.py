@@ -10,7 +10,7 @@ from sklearn import config_context
 from test_inference import bootstrap_t_oracle
 
 import skl_nw._engine._local_fit as local_fit
-from conftest import naive_local_poly_std
+from conftest import naive_local_poly_std, naive_weights
 from skl_nw import BandwidthSearchCV, LocalPolynomialRegressor, NadarayaWatsonRegressor
 from skl_nw._inference._formulas import wild_multipliers
 
@@ -185,3 +185,23 @@ def test_blocks_and_chunks_change_nothing(rng, monkeypatch):
         assert_allclose(reg.predict(Q, return_std=True), std, rtol=1e-12, atol=1e-15)
         again = reg.predict_interval(Q, method="bootstrap", n_boot=30, random_state=1)
     assert_allclose(again, band, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("c", [1e-200, 1.0, 1e200])
+def test_std_of_a_slope_resolved_below_rounding_is_the_same_on_every_path(c):
+    # Five rows at 0, the others 5+ bandwidths out (relative weight 2e-9): the local
+    # line's slope rests on them, its equivalent kernel amplifies them 1e8-fold, and
+    # the sandwich a' G2 a was rounding (0, 1 or 6 by path and scale). It is then the
+    # local constant's factor, sum alpha^2, with the line's residual variance (dense).
+    X = np.array([0.0, 0.0, 0.0, 1.0, 0.0, -1.0, 0.0, -0.5, -1.0])[:, None]
+    y = np.array([-1.05, 0.63, 0.13, 2.45, -0.03, -1.04, -0.01, 0.11, -0.78])
+    q = np.array([[0.1486]])
+    alpha = naive_weights(X, q, 0.1, "gaussian")[0]
+    Phi = np.column_stack([np.ones(len(X)), X[:, 0] - q[0, 0]])
+    root = np.sqrt(alpha)[:, None]
+    beta = np.linalg.lstsq(root * Phi, root[:, 0] * y, rcond=None)[0]
+    want = np.sqrt(alpha @ (y - Phi @ beta) ** 2 * (alpha**2).sum())
+    for algorithm in ("brute", "kd_tree", "ball_tree"):
+        reg = LocalPolynomialRegressor(0.1 * c, degree=1, algorithm=algorithm).fit(X * c, y)
+        std = reg.predict(q * c, return_std=True)[1]
+        assert_allclose(std, want, rtol=1e-6)
