@@ -25,6 +25,7 @@ BENCHMARKS = {
     "search": "benchmarks.bench_search",
     "search_backend": "benchmarks.bench_search_backend",
     "search_defaults": "benchmarks.bench_search_defaults",
+    "screen": "benchmarks.bench_screen",
     "trees": "benchmarks.bench_trees",
 }
 
