@@ -15,8 +15,11 @@ with ``A(m, s) = E|m + s Z| = m (2 Phi(m / s) - 1) + 2 s phi(m / s)``; at
 ``sum_j a_j |y - y_j| - 1/2 sum_jk a_j a_k |y_j - y_k|``, whose pair sum is
 ``O(n)`` per row in sorted ``y`` order (``sum_k a_k y_k (2 C_k - a_k - 1)``,
 ``C`` the cumulative weights).  The Gaussian pair sum is the row's quadratic
-form with the matrix ``A(y_j - y_k, sqrt(2) h_y)``, one matrix product per
-chunk of rows.
+form with the matrix ``A(y_j - y_k, sqrt(2) h_y)``: through a low-rank
+factor of it checked on every entry where one holds, else one matrix
+product per chunk of rows (:mod:`._crps_pairs`).  The leave-one-out rows
+come with their columns in the order of ``y``: the engine's compiled rows
+where it has them.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from .._smoothers._base import check_weights
 from .._smoothers._nadaraya_watson import NadarayaWatsonRegressor
 from .._smoothers._quantile import KernelQuantileRegressor
 from ._context import Selection
-from ._crps_pairs import PairTerms, abs_mean
+from ._crps_pairs import PairTerms, abs_mean, pair_matrix
 from ._results import edge_of, warn_at_edge
 
 __all__ = [
@@ -165,18 +168,36 @@ def _scores(ctx, X, y, w, h, y_bandwidths) -> tuple[np.ndarray, np.ndarray]:
     return -mean, spread
 
 
-def _pair_terms(ctx, y, hy) -> PairTerms:
-    """Return the :class:`PairTerms` of ``h_y`` on the sorted targets ``y``.
-
-    Kept for the next candidates while the matrices of all fit the budget.
-    """
+def _pair_terms(ctx, ys, hy) -> PairTerms:
+    """Return the :class:`PairTerms` of ``h_y`` on the sorted targets ``ys`` (kept)."""
     cache = ctx.cache.setdefault("crps_pairs", {})
     if hy not in cache:
-        dense = 8 * len(y) ** 2 * min(2, _MAX_PAIR_BYTES // (8 * len(y) ** 2))
-        if sum(terms.nbytes for terms in cache.values()) + dense > _MAX_PAIR_BYTES:
-            cache.clear()
-        cache[hy] = PairTerms(y, hy, _MAX_PAIR_BYTES)
+        cache[hy] = PairTerms(ys, hy, _matrices(ctx, ys))
     return cache[hy]
+
+
+def _matrices(ctx, ys):
+    """Return ``matrix(s)``: the (n, n) ``E|y_i - y_k + s Z|``, kept while the budget holds.
+
+    None where two such matrices exceed the budget (the caller builds row or
+    column blocks); the kept ones are dropped together when one more would
+    not fit.  Keys round ``s`` to 12 digits: ``sqrt(2)`` times one grid value
+    of ``h_y`` is the next one to rounding.
+    """
+    kept = ctx.cache.setdefault("crps_matrices", {})
+    size = 8 * len(ys) ** 2
+
+    def matrix(s: float):
+        if 2 * size > _MAX_PAIR_BYTES:
+            return None
+        key = float(f"{s:.12g}")
+        if key not in kept:
+            if (len(kept) + 1) * size > _MAX_PAIR_BYTES:
+                kept.clear()
+            kept[key] = pair_matrix(ys, s)
+        return kept[key]
+
+    return matrix
 
 
 def check_distribution(ctx, y) -> None:

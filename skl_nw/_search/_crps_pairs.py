@@ -91,31 +91,27 @@ def chebyshev_factor(y: np.ndarray, s: float, points: int) -> tuple[np.ndarray, 
 
 
 class PairTerms:
-    """The matrices of one ``h_y > 0`` on the training targets ``y``.
+    """The matrices of one ``h_y > 0`` on the sorted training targets ``y``.
 
     Parameters
     ----------
     y : ndarray of shape (n,)
-        The training targets.
+        The training targets, sorted.
     h : float
         The y bandwidth.
-    dense_bytes : int
-        Memory for the (n, n) matrices kept here: ``P`` where the factor
-        does not hold, then ``B``; what does not fit is rebuilt for each
-        row block (``P`` by column blocks).
+    matrix : callable, optional
+        ``matrix(s)`` returns the (n, n) matrix ``E|y_i - y_k + s Z|``, or
+        None where it does not fit in memory (then ``B`` is built for each
+        row block and ``P`` by column blocks).  A search shares one that
+        keeps them: ``sqrt(2) h_y`` of one grid value is the next one's
+        ``h_y``, so ``P`` of one is ``B`` of the next.  Default: built here.
     """
 
-    def __init__(self, y: np.ndarray, h: float, dense_bytes: int):
+    def __init__(self, y: np.ndarray, h: float, matrix=None):
         self.y, self.h, self.s = y, h, np.sqrt(2.0) * h
-        fits = dense_bytes // (8 * max(len(y), 1) ** 2)  # (n, n) matrices that fit
-        self.pairs = pair_matrix(y, self.s) if fits >= 1 else None
+        self.matrix = matrix if matrix is not None else (lambda s: pair_matrix(y, s))
         self.factor = self._low_rank()
-        if self.factor is not None:
-            self.pairs = None
-        room = fits - (self.pairs is not None)
-        self.near = pair_matrix(y, h) if room >= 1 else None
-        kept = (self.near, self.pairs, *(self.factor or ()))
-        self.nbytes = sum(a.nbytes for a in kept if a is not None)
+        self.nbytes = sum(a.nbytes for a in self.factor or ())
 
     def _low_rank(self) -> tuple[np.ndarray, np.ndarray] | None:
         """Return the first verified factor of ``P`` tried, or None (the dense route)."""
@@ -139,35 +135,37 @@ class PairTerms:
     def _error(self, L: np.ndarray, G: np.ndarray) -> tuple[float, float]:
         """Largest ``|L G L^T - P|`` over all entries, and largest ``|P|``, by column blocks."""
         LG, error, largest = L @ G, 0.0, 0.0
-        for cols in self._blocks():
-            P = self._pair_block(cols)
+        for cols, P in self._blocks(self.matrix(self.s)):
             error = max(error, float(np.abs(LG @ L[cols].T - P).max()))
             largest = max(largest, float(np.abs(P).max()))
         return error, largest
 
-    def _blocks(self):
+    def _blocks(self, P: np.ndarray | None):
+        """Column blocks of ``P``: one where it is kept, else ``n`` times a block in memory."""
         n = len(self.y)
-        step = n if self.pairs is not None else max(1, _BLOCK_BYTES // (8 * n))
-        return (slice(start, start + step) for start in range(0, n, step))
-
-    def _pair_block(self, cols: slice) -> np.ndarray:
-        if self.pairs is not None:
-            return self.pairs[:, cols]
-        return abs_mean(self.y[:, None] - self.y[cols], self.s)
+        step = n if P is not None else max(1, _BLOCK_BYTES // (8 * n))
+        for start in range(0, n, step):
+            cols = slice(start, start + step)
+            yield cols, (P[:, cols] if P is not None else abs_mean(self.y[:, None] - self.y[cols],
+                                                                    self.s))  # fmt: skip
 
     def crps(self, A: np.ndarray, rows) -> np.ndarray:
         """CRPS of the mixtures ``A`` (m, n) of the rows ``rows`` of ``y`` at their targets: (m,).
 
         ``rows``: a slice or indices into ``y``; the columns of ``A`` are in the order of ``y``.
+        One BLAS thread: the products are thin (the factor), or a few per
+        candidate where threads of a loaded machine spin (4x slower on 2
+        shared cores, ``python -m benchmarks conditional``).
         """
         y = self.y
-        near = self.near[rows] if self.near is not None else abs_mean(y[rows][:, None] - y, self.h)
+        B = self.matrix(self.h)
+        near = B[rows] if B is not None else abs_mean(y[rows][:, None] - y, self.h)
         out = np.einsum("ij,ij->i", A, near)
-        if self.factor is not None:
-            L, G = self.factor
-            with single_threaded_blas():  # thin products: BLAS threads only spin
+        with single_threaded_blas():
+            if self.factor is not None:
+                L, G = self.factor
                 AL = A @ L
                 return out - 0.5 * np.einsum("ij,ij->i", AL @ G, AL)
-        for cols in self._blocks():
-            out -= 0.5 * np.einsum("ij,ij->i", A @ self._pair_block(cols), A[:, cols])
+            for cols, P in self._blocks(self.matrix(self.s)):
+                out -= 0.5 * np.einsum("ij,ij->i", A @ P, A[:, cols])
         return out

@@ -55,7 +55,7 @@ def test_selection_scores_equal_the_dense_formula(weighted, factor):
     X, y, rng = _data(300, 2)
     w = rng.integers(0, 3, len(y)).astype(float) if weighted else np.ones(len(y))
     hy = factor * y.std()
-    low_rank = PairTerms(np.sort(y), hy, 2**28).factor is not None
+    low_rank = PairTerms(np.sort(y), hy).factor is not None
     assert low_rank == (factor == 1.0)  # the two routes are both covered
     grid = [np.array([0.2, 0.3]), np.array([0.4, 0.5]), np.array([1.0, 0.8])]
     search = BandwidthSearchCV(NadarayaWatsonRegressor(y_bandwidth=hy), criterion="crps",
@@ -101,7 +101,7 @@ def test_pair_matrix_and_factor_against_the_direct_formula(rng):
     P = _crps_pairs.pair_matrix(y, s)
     np.testing.assert_allclose(P, direct, rtol=1e-14, atol=1e-15)
     assert np.array_equal(P, P.T)
-    terms = PairTerms(y, s / np.sqrt(2.0), 2**28)
+    terms = PairTerms(y, s / np.sqrt(2.0))
     assert terms.factor is not None
     L, G = terms.factor
     tol = _crps_pairs.PAIR_TOL_ULPS * np.finfo(float).eps * np.abs(direct).max()
