@@ -150,8 +150,10 @@ def _crps_per_row(ctx, est, y: np.ndarray, hys: np.ndarray, out: np.ndarray) -> 
 
 def _scores(ctx, X, y, w, h, y_bandwidths) -> tuple[np.ndarray, np.ndarray]:
     """Negated leave-one-out criterion and its per-row spread at ``h``, per ``h_y``: two (k,)."""
-    est = clone(ctx.estimator).set_params(bandwidth=h, y_bandwidth=y_bandwidths[0])
-    est.fit(X, y, sample_weight=w)
+    est = ctx.cache.get("crps_estimator")  # one clone refitted per candidate
+    if est is None:
+        est = ctx.cache["crps_estimator"] = clone(ctx.estimator)
+    est.set_params(bandwidth=h, y_bandwidth=y_bandwidths[0]).fit(X, y, sample_weight=w)
     hys = np.asarray(y_bandwidths, dtype=float)
     per_row = np.empty((len(hys), len(y)))
     if ctx.criterion == "crps":
