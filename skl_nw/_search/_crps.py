@@ -134,11 +134,9 @@ def _sorted_loo_chunks(est, y: np.ndarray, fused):
 def _crps_per_row(ctx, est, y: np.ndarray, hys: np.ndarray, out: np.ndarray) -> None:
     """Fill ``out`` (k, n) with each training row's leave-one-out CRPS, one row per ``h_y``."""
     fused = est._fused(est._mixture)
-    todo = np.flatnonzero(hys > 0)
     if fused is not None and (hys == 0).any():  # the engine's per-row kernel: no n x n matrix
         out[hys == 0] = fused.loo_empirical_crps(est._options())
-    else:
-        todo = np.arange(len(hys))
+    todo = np.flatnonzero(hys > 0) if fused is not None else np.arange(len(hys))
     ys = np.sort(y, kind="stable")
     for rows, places, A in _sorted_loo_chunks(est, y, fused) if todo.size else ():
         for k in todo:
@@ -174,7 +172,10 @@ def _pair_terms(ctx, ys, hy) -> PairTerms:
     """Return the :class:`PairTerms` of ``h_y`` on the sorted targets ``ys`` (kept)."""
     cache = ctx.cache.setdefault("crps_pairs", {})
     if hy not in cache:
-        cache[hy] = PairTerms(ys, hy, _matrices(ctx, ys))
+        terms = PairTerms(ys, hy, _matrices(ctx, ys))
+        if sum(t.nbytes for t in cache.values()) + terms.nbytes > _MAX_PAIR_BYTES:
+            cache.clear()  # the factors (n, M) of many h_y at a large n
+        cache[hy] = terms
     return cache[hy]
 
 

@@ -27,18 +27,22 @@ from scipy.special import erf
 
 from .._engine import single_threaded_blas
 
-__all__ = ["PairTerms", "abs_mean"]
+__all__ = ["PAIR_TOL_ULPS", "PairTerms", "abs_mean", "chebyshev_factor", "pair_matrix"]
 
 _EPS = np.finfo(float).eps
-#: The low-rank factor's largest entry error, in ulps of the largest pair term.
+#: The low-rank factor's largest entry error, in ulps of the largest pair term: below the
+#: dense product's own rounding (up to n ulps of it), and reached with a few more points
+#: than 3 per width (the fewest that pass, below).
 PAIR_TOL_ULPS = 32
 # First number of Chebyshev points tried: this many per sqrt(2) h_y of the targets'
 # range, plus 8, a multiple of 8.  The fewest that pass the check were 3.0-3.4 per width
 # plus 8 on normal, uniform, Student t(3) and offset targets (n = 500, h_y 0.05 to 1
 # standard deviation); the check decides.
 _POINTS_PER_WIDTH = 3.5
-# Points tried grow by half until this fraction of n (beyond, a product with the
-# dense matrix costs less than the factor's build, check and products).
+# Points tried grow by half up to this fraction of n and this number: the factor's
+# products cost 2 n^2 M flops a candidate against the dense 2 n^3, and its check n^2 M
+# once per h_y (n = 500: M = 48-104 where the selection scans h, 80-200 elsewhere;
+# ``python -m benchmarks conditional``, selection).
 _MAX_POINTS_FRACTION = 0.5
 _MAX_POINTS = 1024
 # Row blocks of a pair matrix's lower triangle (pair_matrix).
