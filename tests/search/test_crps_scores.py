@@ -106,3 +106,25 @@ def test_pair_matrix_and_factor_against_the_direct_formula(rng):
     L, G = terms.factor
     tol = _crps_pairs.PAIR_TOL_ULPS * np.finfo(float).eps * np.abs(direct).max()
     assert np.abs(L @ G @ L.T - direct).max() <= 1.01 * tol
+
+
+@pytest.mark.filterwarnings("ignore:The selected bandwidth")
+def test_compiled_leave_one_out_rows_equal_the_attention_weights(monkeypatch):
+    # The engine's compiled rows (where numba is present) against the numpy
+    # attention weights: integer sample weights with zeros, a bandwidth far below
+    # the spacing of the data (weights that underflow against the largest).
+    from skl_nw import _engine
+
+    X, y, rng = _data(200, 4)
+    w = rng.integers(0, 3, len(y)).astype(float)
+    grid = [np.array([1e-3, 1e-3]), np.array([0.1, 0.1]), np.array([0.5, 0.4])]
+    runs = []
+    for compiled in (True, False):
+        if not compiled:
+            monkeypatch.setattr(_engine, "sorted_mixture", lambda *args: None)
+        search = BandwidthSearchCV(NadarayaWatsonRegressor(y_bandwidth=0.3), criterion="crps",
+                                   bandwidths=grid)  # fmt: skip
+        runs.append(search.fit(X, y, sample_weight=w).cv_results_)
+    for key in ("mean_test_score", "std_test_score"):
+        assert np.all(np.isfinite(runs[0][key]))
+        np.testing.assert_allclose(runs[0][key], runs[1][key], rtol=1e-12)
