@@ -38,7 +38,9 @@ Module map:
   query tiles;
 * ``_conditional``: :func:`sorted_mixture`, the conditional distributions'
   per-query reductions over the ``y``-sorted rows (``_compiled_conditional``
-  its kernels);
+  its kernels); ``_loo_weights``: :func:`sorted_loo_weights`, the dense
+  leave-one-out weight rows of the CRPS selection in that order
+  (``_compiled_loo`` its kernel);
 * ``_protocol``: :class:`LeaveOneOutProtocol`, what the search asks of a
   fitted estimator.
 
@@ -83,6 +85,7 @@ from ._local_fit import (
     unit_exponents,
     usable_degree,
 )
+from ._loo_weights import sorted_loo_weights
 from ._mixed import MixedLeaveOneOut
 from ._mlkr import metric_loss_grad
 from ._protocol import LeaveOneOutProtocol, LossFn, MixedLeaveOneOutProtocol
@@ -134,6 +137,7 @@ __all__ = [
     "prepare_train",
     "single_threaded_blas",
     "solve",
+    "sorted_loo_weights",
     "sorted_mixture",
     "to_units",
     "unit_exponents",

@@ -15,8 +15,11 @@ with ``A(m, s) = E|m + s Z| = m (2 Phi(m / s) - 1) + 2 s phi(m / s)``; at
 ``sum_j a_j |y - y_j| - 1/2 sum_jk a_j a_k |y_j - y_k|``, whose pair sum is
 ``O(n)`` per row in sorted ``y`` order (``sum_k a_k y_k (2 C_k - a_k - 1)``,
 ``C`` the cumulative weights).  The Gaussian pair sum is the row's quadratic
-form with the matrix ``A(y_j - y_k, sqrt(2) h_y)``, one matrix product per
-chunk of rows.
+form with the matrix ``A(y_j - y_k, sqrt(2) h_y)``: through a low-rank
+factor of it checked on every entry where one holds, else one matrix
+product per chunk of rows (:mod:`._crps_pairs`).  The leave-one-out rows
+come with their columns in the order of ``y``: the engine's compiled rows
+where it has them.
 """
 
 from __future__ import annotations
@@ -24,17 +27,18 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from scipy.special import ndtr
 from scipy.stats import rankdata
 from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import Pipeline
 
+from .._engine import sorted_loo_weights
 from .._inference._conditional import Mixture, Weights, check_y_kernel, y_bandwidth_rule
 from .._smoothers._base import check_weights
 from .._smoothers._nadaraya_watson import NadarayaWatsonRegressor
 from .._smoothers._quantile import KernelQuantileRegressor
 from ._context import Selection
+from ._crps_pairs import PairTerms, abs_mean, pair_matrix
 from ._results import edge_of, warn_at_edge
 
 __all__ = [
@@ -55,24 +59,18 @@ _COARSE_STEP = 4
 # Rows of leave-one-out weights per chunk, and columns of the CRPS pair matrix per
 # block: n x this many bytes of floats.
 _CHUNK_BYTES = 2**26
-# The (n, n) pair matrix of an h_y is kept between the candidates of h up to this
-# size; beyond it each chunk rebuilds it by column blocks (memory n x a block).
+# The (n, n) matrices of the h_y (PairTerms) are kept between the candidates of h up to
+# this size; beyond it each chunk rebuilds them (the pair matrix by column blocks).
 _MAX_PAIR_BYTES = 2**28
 
 
-def _abs_mean(mu: np.ndarray, s: float) -> np.ndarray:
-    """``E|mu + s Z|`` for standard normal ``Z``."""
-    t = mu / s
-    return mu * (2.0 * ndtr(t) - 1.0) + 2.0 * s * np.exp(-0.5 * t * t) / np.sqrt(2.0 * np.pi)
-
-
-def crps_rows(A: np.ndarray, y_obs: np.ndarray, y: np.ndarray, h: float, mats=None):
+def crps_rows(A: np.ndarray, y_obs: np.ndarray, y: np.ndarray, h: float):
     """CRPS of each row's mixture ``sum_j A_rj G((. - y_j) / h)`` at ``y_obs[r]``: (m,).
 
-    ``h = 0``: the weighted empirical CRPS; ``h > 0``: Gaussian components.
-    ``mats`` holds the (n, n) matrix ``E|y_j - y_k + sqrt(2) h Z|`` (None:
-    built by column blocks, in memory ``n`` times a block): it does not
-    depend on the weights, so a search over ``h`` may keep it.
+    ``h = 0``: the weighted empirical CRPS; ``h > 0``: Gaussian components,
+    the pair matrix ``E|y_j - y_k + sqrt(2) h Z|`` built by column blocks
+    (memory ``n`` times a block).  The search's leave-one-out rows go
+    through :class:`PairTerms` instead, which keeps its matrices.
     """
     if h == 0:
         order = np.argsort(y, kind="stable")
@@ -80,13 +78,11 @@ def crps_rows(A: np.ndarray, y_obs: np.ndarray, y: np.ndarray, h: float, mats=No
         C = np.cumsum(As, axis=1)
         half_pairs = np.einsum("ij,ij->i", As * ys, 2.0 * C - As - 1.0)
         return np.einsum("ij,ij->i", A, np.abs(y_obs[:, None] - y)) - half_pairs
-    near = np.einsum("ij,ij->i", A, _abs_mean(y_obs[:, None] - y, h))
-    if mats is not None:
-        return near - 0.5 * np.einsum("ij,ij->i", A @ mats, A)
+    near = np.einsum("ij,ij->i", A, abs_mean(y_obs[:, None] - y, h))
     pairs = np.zeros(len(A))
     step = max(1, _CHUNK_BYTES // (8 * len(y)))
     for s in range(0, len(y), step):
-        block = _abs_mean(y[:, None] - y[s : s + step], np.sqrt(2.0) * h)
+        block = abs_mean(y[:, None] - y[s : s + step], np.sqrt(2.0) * h)
         pairs += np.einsum("ij,ij->i", A @ block, A[:, s : s + step])
     return near - 0.5 * pairs
 
@@ -112,28 +108,59 @@ def _loo_chunks(est, n: int):
         yield rows, est._loo_attention(rows)
 
 
+def _sorted_loo_chunks(est, y: np.ndarray, fused):
+    """Yield ``(rows, places, A)``: leave-one-out weights, columns in the order of ``y``.
+
+    ``rows`` are training rows (caller order), ``places`` their places in
+    the stable order of ``y`` (a slice or indices) and ``A`` their weights
+    over the others.  The engine's compiled rows where it has them (chunks
+    of places), else the attention weights of :func:`_loo_chunks`.
+    """
+    n = len(y)
+    order = np.argsort(y, kind="stable")
+    if fused is not None and np.array_equal(fused.ys, y[order]):
+        size = max(1, _CHUNK_BYTES // (8 * n))
+        for start in range(0, n, size):
+            places = np.arange(start, min(start + size, n))
+            A = sorted_loo_weights(fused, places, est._options())
+            yield order[places], slice(start, places[-1] + 1), A
+        return
+    place = np.empty(n, dtype=np.int64)
+    place[order] = np.arange(n)
+    for rows, A in _loo_chunks(est, n):
+        yield rows, place[rows], A[:, order]
+
+
+def _crps_per_row(ctx, est, y: np.ndarray, hys: np.ndarray, out: np.ndarray) -> None:
+    """Fill ``out`` (k, n) with each training row's leave-one-out CRPS, one row per ``h_y``."""
+    fused = est._fused(est._mixture)
+    if fused is not None and (hys == 0).any():  # the engine's per-row kernel: no n x n matrix
+        out[hys == 0] = fused.loo_empirical_crps(est._options())
+    todo = np.flatnonzero(hys > 0) if fused is not None else np.arange(len(hys))
+    ys = np.sort(y, kind="stable")
+    for rows, places, A in _sorted_loo_chunks(est, y, fused) if todo.size else ():
+        for k in todo:
+            if hys[k] > 0:
+                out[k, rows] = _pair_terms(ctx, ys, hys[k]).crps(A, places)
+            else:
+                out[k, rows] = crps_rows(A, y[rows], ys, 0.0)
+
+
 def _scores(ctx, X, y, w, h, y_bandwidths) -> tuple[np.ndarray, np.ndarray]:
     """Negated leave-one-out criterion and its per-row spread at ``h``, per ``h_y``: two (k,)."""
-    est = clone(ctx.estimator).set_params(bandwidth=h, y_bandwidth=y_bandwidths[0])
-    est.fit(X, y, sample_weight=w)
-    per_row = np.empty((len(y_bandwidths), len(y)))
-    kernel = est._y_kernel
-    todo = list(range(len(y_bandwidths)))
-    fused = est._fused(est._mixture) if ctx.criterion == "crps" else None
-    if fused is not None:  # the empirical CRPS by the engine's per-row kernel: no n x n matrix
-        zero = [k for k in todo if y_bandwidths[k] == 0]
-        if zero:
-            per_row[zero] = fused.loo_empirical_crps(est._options())
-        todo = [k for k in todo if y_bandwidths[k] != 0]
-    for rows, A in _loo_chunks(est, len(y)) if todo else ():
-        for k in todo:
-            hy = y_bandwidths[k]
-            if ctx.criterion == "crps":
-                mats = _cached_pairs(ctx, y, hy) if hy > 0 else None
-                per_row[k, rows] = crps_rows(A, y[rows], y, hy, mats)
-            else:
-                taus = np.atleast_1d(np.asarray(est.quantile, dtype=float))
-                per_row[k, rows] = pinball_rows(A, y[rows], Mixture(y, hy, kernel), taus)
+    est = ctx.cache.get("crps_estimator")  # one clone refitted per candidate
+    if est is None:
+        est = ctx.cache["crps_estimator"] = clone(ctx.estimator)
+    est.set_params(bandwidth=h, y_bandwidth=y_bandwidths[0]).fit(X, y, sample_weight=w)
+    hys = np.asarray(y_bandwidths, dtype=float)
+    per_row = np.empty((len(hys), len(y)))
+    if ctx.criterion == "crps":
+        _crps_per_row(ctx, est, y, hys, per_row)
+    else:
+        taus = np.atleast_1d(np.asarray(est.quantile, dtype=float))
+        for rows, A in _loo_chunks(est, len(y)):
+            for k, hy in enumerate(hys):
+                per_row[k, rows] = pinball_rows(A, y[rows], Mixture(y, hy, est._y_kernel), taus)
     per_row[~np.isfinite(per_row)] = np.inf
     mean = per_row @ w / w.sum()
     with np.errstate(invalid="ignore"):
@@ -141,17 +168,39 @@ def _scores(ctx, X, y, w, h, y_bandwidths) -> tuple[np.ndarray, np.ndarray]:
     return -mean, spread
 
 
-def _cached_pairs(ctx, y, hy):
-    """Return the pair matrix of ``h_y`` (kept for the next candidate), or None when too large."""
-    fits = _MAX_PAIR_BYTES // (8 * len(y) ** 2)  # how many such matrices the budget holds
-    if fits < 1:
-        return None
+def _pair_terms(ctx, ys, hy) -> PairTerms:
+    """Return the :class:`PairTerms` of ``h_y`` on the sorted targets ``ys`` (kept)."""
     cache = ctx.cache.setdefault("crps_pairs", {})
     if hy not in cache:
-        if len(cache) >= fits:
-            cache.clear()
-        cache[hy] = _abs_mean(y[:, None] - y, np.sqrt(2.0) * hy)
+        terms = PairTerms(ys, hy, _matrices(ctx, ys))
+        if sum(t.nbytes for t in cache.values()) + terms.nbytes > _MAX_PAIR_BYTES:
+            cache.clear()  # the factors (n, M) of many h_y at a large n
+        cache[hy] = terms
     return cache[hy]
+
+
+def _matrices(ctx, ys):
+    """Return ``matrix(s)``: the (n, n) ``E|y_i - y_k + s Z|``, kept while the budget holds.
+
+    None where two such matrices exceed the budget (the caller builds row or
+    column blocks); the kept ones are dropped together when one more would
+    not fit.  Keys round ``s`` to 12 digits: ``sqrt(2)`` times one grid value
+    of ``h_y`` is the next one to rounding.
+    """
+    kept = ctx.cache.setdefault("crps_matrices", {})
+    size = 8 * len(ys) ** 2
+
+    def matrix(s: float):
+        if 2 * size > _MAX_PAIR_BYTES:
+            return None
+        key = float(f"{s:.12g}")
+        if key not in kept:
+            if (len(kept) + 1) * size > _MAX_PAIR_BYTES:
+                kept.clear()
+            kept[key] = pair_matrix(ys, s)
+        return kept[key]
+
+    return matrix
 
 
 def check_distribution(ctx, y) -> None:

@@ -1,0 +1,130 @@
+"""Leave-one-out CRPS of the selection against a dense formula written from the definition."""
+
+import numpy as np
+import pytest
+from scipy import integrate
+from scipy.special import ndtr
+
+from conftest import naive_loo_weights
+from skl_nw import BandwidthSearchCV, NadarayaWatsonRegressor
+from skl_nw._search import _crps_pairs
+from skl_nw._search._crps_pairs import PairTerms
+
+
+def _gaussian_abs_mean(m, s):
+    """``E|m + s Z|`` by the normal distribution function (not the code's erf form)."""
+    return m * (2.0 * ndtr(m / s) - 1.0) + 2.0 * s * np.exp(-0.5 * (m / s) ** 2) / np.sqrt(
+        2.0 * np.pi
+    )
+
+
+def _dense_loo_crps(X, y, bandwidth, hy, w):
+    """Each row's CRPS under the others' Gaussian mixture: explicit weights, double sums."""
+    A = naive_loo_weights(X, bandwidth, sample_weight=w)
+    D = y[:, None] - y
+    near = (A * _gaussian_abs_mean(D, hy)).sum(axis=1)
+    pairs = np.array([a @ _gaussian_abs_mean(D, np.sqrt(2.0) * hy) @ a for a in A])
+    return near - 0.5 * pairs
+
+
+def _data(n, seed):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-2, 2, size=(n, 2))
+    y = np.sin(2 * X[:, 0]) + 0.5 * X[:, 1] + (0.1 + 0.4 * np.abs(X[:, 0])) * rng.normal(size=n)
+    return X, y, rng
+
+
+def test_closed_form_equals_quadrature_of_the_squared_cdf_difference():
+    # The oracle's closed form, once against the definition: the integral of
+    # (F(u) - 1{u >= y})^2 for one row's leave-one-out mixture.
+    X, y, _ = _data(40, 1)
+    hy, i = 0.3, 7
+    a = naive_loo_weights(X, [0.5, 0.6])[i]
+    quad = 0.0
+    for lo, hi, step in ((y.min() - 12 * hy, y[i], 0.0), (y[i], y.max() + 12 * hy, 1.0)):
+        u = np.linspace(lo, hi, 200_001)  # split at y_i, where the step is
+        quad += integrate.simpson((ndtr((u[:, None] - y) / hy) @ a - step) ** 2, x=u)
+    closed = _dense_loo_crps(X, y, [0.5, 0.6], hy, None)[i]
+    assert closed == pytest.approx(quad, rel=1e-9)
+
+
+@pytest.mark.filterwarnings("ignore:The selected bandwidth")  # a 3-candidate grid's end
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("factor", [0.04, 1.0])  # h_y over the spread of y: dense, low rank
+def test_selection_scores_equal_the_dense_formula(weighted, factor):
+    X, y, rng = _data(300, 2)
+    w = rng.integers(0, 3, len(y)).astype(float) if weighted else np.ones(len(y))
+    hy = factor * y.std()
+    low_rank = PairTerms(np.sort(y), hy).factor is not None
+    assert low_rank == (factor == 1.0)  # the two routes are both covered
+    grid = [np.array([0.2, 0.3]), np.array([0.4, 0.5]), np.array([1.0, 0.8])]
+    search = BandwidthSearchCV(NadarayaWatsonRegressor(y_bandwidth=hy), criterion="crps",
+                               bandwidths=grid)  # fmt: skip
+    search.fit(X, y, sample_weight=w if weighted else None)
+    res = search.cv_results_
+    for k, params in enumerate(res["params"]):
+        crps = _dense_loo_crps(X, y, params["bandwidth"], hy, w)
+        mean = np.average(crps, weights=w)
+        std = np.sqrt(np.average((crps - mean) ** 2, weights=w))
+        assert res["mean_test_score"][k] == pytest.approx(-mean, rel=1e-13)
+        assert res["std_test_score"][k] == pytest.approx(std, rel=1e-11)
+
+
+@pytest.mark.parametrize("categorical", [False, True])
+def test_low_rank_and_dense_pair_terms_give_the_same_selection(categorical, monkeypatch):
+    # The whole search (h and h_y together) through the low-rank factor where it
+    # holds, and through the dense pair matrix only: the same pairs, scores, choice.
+    X, y, rng = _data(240, 3)
+    if categorical:
+        X[:, 1] = rng.integers(0, 3, len(y))
+    est = NadarayaWatsonRegressor(categorical_features=[1] if categorical else None)
+    runs = []
+    for fraction in (_crps_pairs._MAX_POINTS_FRACTION, 0.0):
+        monkeypatch.setattr(_crps_pairs, "_MAX_POINTS_FRACTION", fraction)
+        runs.append(BandwidthSearchCV(est, criterion="crps").fit(X, y))
+    fast, dense = runs
+    pairs = [[(list(p["bandwidth"]), p["y_bandwidth"]) for p in run.cv_results_["params"]]
+             for run in runs]  # fmt: skip
+    assert pairs[0] == pairs[1]
+    for key in ("mean_test_score", "std_test_score"):
+        np.testing.assert_allclose(fast.cv_results_[key], dense.cv_results_[key], rtol=1e-13)
+    assert fast.best_params_["y_bandwidth"] == dense.best_params_["y_bandwidth"]
+    np.testing.assert_array_equal(fast.best_params_["bandwidth"], dense.best_params_["bandwidth"])
+
+
+def test_pair_matrix_and_factor_against_the_direct_formula(rng):
+    # The mirrored triangle equals the direct matrix; the factor, where it is kept,
+    # is within its tolerance of it on every entry (targets with ties included).
+    y = np.sort(np.round(rng.standard_t(3, 257), 2))
+    s = 0.4
+    direct = _gaussian_abs_mean(y[:, None] - y, s)
+    P = _crps_pairs.pair_matrix(y, s)
+    np.testing.assert_allclose(P, direct, rtol=1e-14, atol=1e-15)
+    assert np.array_equal(P, P.T)
+    terms = PairTerms(y, s / np.sqrt(2.0))
+    assert terms.factor is not None
+    L, G = terms.factor
+    tol = _crps_pairs.PAIR_TOL_ULPS * np.finfo(float).eps * np.abs(direct).max()
+    assert np.abs(L @ G @ L.T - direct).max() <= 1.01 * tol
+
+
+@pytest.mark.filterwarnings("ignore:The selected bandwidth")
+def test_compiled_leave_one_out_rows_equal_the_attention_weights(monkeypatch):
+    # The engine's compiled rows (where numba is present) against the numpy
+    # attention weights: integer sample weights with zeros, a bandwidth far below
+    # the spacing of the data (weights that underflow against the largest).
+    from skl_nw import _engine
+
+    X, y, rng = _data(200, 4)
+    w = rng.integers(0, 3, len(y)).astype(float)
+    grid = [np.array([1e-3, 1e-3]), np.array([0.1, 0.1]), np.array([0.5, 0.4])]
+    runs = []
+    for compiled in (True, False):
+        if not compiled:
+            monkeypatch.setattr(_engine, "sorted_mixture", lambda *args: None)
+        search = BandwidthSearchCV(NadarayaWatsonRegressor(y_bandwidth=0.3), criterion="crps",
+                                   bandwidths=grid)  # fmt: skip
+        runs.append(search.fit(X, y, sample_weight=w).cv_results_)
+    for key in ("mean_test_score", "std_test_score"):
+        assert np.all(np.isfinite(runs[0][key]))
+        np.testing.assert_allclose(runs[0][key], runs[1][key], rtol=1e-12)
