@@ -20,7 +20,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ._compiled_cells import ORDER, TAIL, cell_moments, cells_at, cells_window
+from ._compiled_cells import ORDER, TAIL, cell_moments, cells_at, cells_window, paired_at
 from ._compiled_exp import _FAST, _exp_nonpositive
 from ._compiled_phi import _INV_SQRT_2PI, ONE_ABOVE, ZERO_BELOW, _cdf_pdf, _first_at_least
 
@@ -131,16 +131,6 @@ def _reaching(C, total, tau):  # pragma: no cover - compiled
     return lo
 
 
-@numba.njit(nogil=True, cache=True)
-def _cumulate(e):  # pragma: no cover - compiled
-    """Cumulative sums in place, in order (no re-association); return the total."""
-    c = 0.0
-    for j in range(e.size):
-        c += e[j]
-        e[j] = c
-    return c
-
-
 @numba.njit(inline="always", fastmath=_FAST, error_model="numpy")
 def _block_prefix(e, P):  # pragma: no cover - compiled
     """Set ``P[b + 1] = P[b] + sum(e[b B : (b + 1) B])`` (``B = _BLOCK``): cumulative block sums."""
@@ -233,14 +223,15 @@ def _mixture_at(t, e, C, ys, inv_h, above):  # pragma: no cover - compiled
 
 
 @numba.njit(inline="always", fastmath=_FAST, error_model="numpy")
-def _mixture(t, e, C, ys, cells, M, span, work, inv_h, reach, rows):  # pragma: no cover - compiled
+def _mixture(t, e, P, ys, cells, M, span, work, inv_h, reach, rows):  # pragma: no cover - compiled
     """:func:`_mixture_at` by Taylor cells (``rows``: row by row); ``reach``: as ``above``.
 
     ``M`` holds the moments of the cells ``span[0]:span[1]`` (none when
     ``span[0] >= span[1]``); the cells ``t`` reaches are added to it first.
+    ``P``: the cells' cumulative weights, or empty (see :func:`cells_at`).
     """
     if rows:
-        return _mixture_at(t, e, C, ys, inv_h, reach)
+        return _mixture_at(t, e, P[:0], ys, inv_h, reach)
     s, starts, centres = cells
     a, b = cells_window(centres, t, t, inv_h, reach)
     if span[0] >= span[1]:
@@ -252,36 +243,43 @@ def _mixture(t, e, C, ys, cells, M, span, work, inv_h, reach, rows):  # pragma: 
     if b > span[1]:
         cell_moments(e, s, starts, span[1], b, M)
         span[1] = b
-    return cells_at(t, e, C, centres, starts, M, inv_h, reach, work)
+    return cells_at(t, e, P, centres, starts, M, inv_h, reach, work)
 
 
 @numba.njit(nogil=True, cache=True, fastmath=_FAST, error_model="numpy")
 def mixture_values(Q, XT, log_w, slope, ys, cells, T, inv_h, pdf, out):  # pragma: no cover
     """``out[i, k] = F(T[i, k] | q_i)`` (``pdf``: ``f``); a 1-row ``T`` is a shared grid.
 
-    ``cells = (s, starts, centres)`` (``_compiled_cells``); a value below
-    ``TAIL`` of the total is summed again row by row, reaching ``ZERO_BELOW``.
+    ``cells = (s, starts, centres)`` (``_compiled_cells``): the moments of
+    the cells a query's values reach, or for one value a query the cells'
+    polynomials row by row (:func:`paired_at`); a value below ``TAIL`` of the
+    total is summed again row by row, reaching ``ZERO_BELOW``.
     """
-    n, nc = XT.shape[1], cells[2].size
+    (s, starts, centres), n, nc = cells, XT.shape[1], cells[2].size
     e, none, top_w = np.empty(n), np.empty(0), log_w.max()
     M, span, work = np.empty((ORDER + 2, nc)), np.zeros(2, np.int64), np.empty((6, nc))
+    B = np.empty((ORDER + 5, nc))
     for i in range(Q.shape[0]):
         total = _row_weights(Q[i], XT, log_w, top_w, slope, e)
         row = T[min(i, T.shape[0] - 1)]
         span[:] = 0
         for k in range(row.size):
-            F, f, _ = _mixture(row[k], e, none, ys, cells, M, span, work, inv_h, _ROOT_REACH, False)
+            if row.size == 1:  # paired: no moments
+                F = f = paired_at(row[0], e, s, starts, centres, inv_h, _ROOT_REACH, pdf, B)
+            else:
+                F, f, _ = _mixture(row[k], e, none, ys, cells, M, span, work, inv_h,
+                                   _ROOT_REACH, False)  # fmt: skip
             if (f if pdf else F) < TAIL * total:
                 F, f, _ = _mixture_at(row[k], e, none, ys, inv_h, ZERO_BELOW)
             out[i, k] = (f * inv_h if pdf else F) / total
 
 
 @numba.njit(inline="always", fastmath=_FAST, error_model="numpy")
-def _root(target, t, lo, hi, e, C, ys, cells, M, span, work, inv_h, rtol, rows):  # pragma: no cover
+def _root(target, t, lo, hi, e, P, ys, cells, M, span, work, inv_h, rtol, rows):  # pragma: no cover
     """Safeguarded Halley steps on ``F(t) = target`` from ``t`` in ``F(lo) < target <= F(hi)``."""
     h = 1.0 / inv_h
     for _ in range(_MAX_STEPS):
-        F, f, g = _mixture(t, e, C, ys, cells, M, span, work, inv_h, _ROOT_REACH, rows)
+        F, f, g = _mixture(t, e, P, ys, cells, M, span, work, inv_h, _ROOT_REACH, rows)
         r = F - target
         if r < 0.0:
             lo = t
@@ -303,6 +301,23 @@ def _root(target, t, lo, hi, e, C, ys, cells, M, span, work, inv_h, rtol, rows):
     return t
 
 
+@numba.njit(inline="always", error_model="numpy")
+def _empirical_in_cells(e, ys, starts, P, tau):  # pragma: no cover - compiled
+    """Return the weighted inverted-CDF ``tau``-quantile of ``ys`` (a first guess).
+
+    A binary search of the cells' cumulative weights ``P``, then a scan of
+    the rows of the cell found (to the rounding of ``P``).
+    """
+    total = P[P.size - 1]
+    c = _reaching(P[1:], total, tau)
+    run = P[c]
+    for j in range(starts[c], starts[c + 1]):
+        run += e[j]
+        if run >= tau * total and run > 0.0:
+            return ys[j]
+    return ys[starts[c + 1] - 1]
+
+
 @numba.njit(nogil=True, cache=True, fastmath=_FAST, error_model="numpy")
 def smoothed_quantiles(  # pragma: no cover - compiled
     Q, XT, log_w, slope, ys, cells, taus, inv_h, reach, rtol, out
@@ -312,24 +327,28 @@ def smoothed_quantiles(  # pragma: no cover - compiled
     Safeguarded Halley steps from the weighted empirical quantile, inside a
     bracket ``F(lo) < tau <= F(hi)`` (the previous level's root below,
     ``reach`` bandwidths beyond the data at first); a step leaving it
-    bisects.  ``F`` by Taylor cells (``cells`` as :func:`mixture_values`),
-    row by row for levels below ``TAIL``.
+    bisects.  ``F`` by Taylor cells (``cells`` as :func:`mixture_values`; the
+    moments of every cell first, and their cumulative weights ``P``), row by
+    row for levels below ``TAIL``.
     """
     n, nc = XT.shape[1], cells[2].size
     h = 1.0 / inv_h
-    e, C, top_w = np.empty(n), np.empty(n), log_w.max()
+    e, P, top_w = np.empty(n), np.empty(nc + 1), log_w.max()
     M, span, work = np.empty((ORDER + 2, nc)), np.zeros(2, np.int64), np.empty((6, nc))
+    span[1] = nc
     for i in range(Q.shape[0]):
         _row_weights(Q[i], XT, log_w, top_w, slope, e)
-        C[:] = e
-        total = _cumulate(C)
-        span[:] = 0
+        cell_moments(e, cells[0], cells[1], 0, nc, M)
+        P[0] = 0.0
+        for c in range(nc):
+            P[c + 1] = P[c] + M[0, c]
+        total = P[nc]
         lo = ys[0] - reach * h
         for k in range(taus.size):
             hi = ys[n - 1] + reach * h
-            t = ys[_reaching(C, total, taus[k])]
+            t = _empirical_in_cells(e, ys, cells[1], P, taus[k])
             t = t if lo < t < hi else 0.5 * (lo + hi)
-            lo = _root(taus[k] * total, t, lo, hi, e, C, ys, cells, M, span, work, inv_h, rtol,
+            lo = _root(taus[k] * total, t, lo, hi, e, P, ys, cells, M, span, work, inv_h, rtol,
                        taus[k] < TAIL)  # fmt: skip
             out[i, k] = lo
 
