@@ -38,7 +38,8 @@ Module map:
   query tiles;
 * ``_conditional``: :func:`sorted_mixture`, the conditional distributions'
   per-query reductions over the ``y``-sorted rows (``_compiled_conditional``
-  its kernels);
+  its kernels, over the Taylor cells of ``_compiled_cells`` and the normal
+  distribution function of ``_compiled_phi``);
 * ``_protocol``: :class:`LeaveOneOutProtocol`, what the search asks of a
   fitted estimator.
 

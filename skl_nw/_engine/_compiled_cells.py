@@ -18,6 +18,8 @@ polynomials).  The remainder is at most ``|s|^(K+1) / (K+1)! max |phi^(K)|
 value then costs one ``Phi`` per cell near ``t`` (at most
 ``(ONE_ABOVE + reach) / (2 CELL_HALF) + 2`` of them, whatever ``n``) instead
 of one per row, and the moments ``n (K + 1)`` multiply-adds per query, once.
+One value per query (:func:`paired_at`) skips the moments: each row's share
+is its cell's polynomial in ``s``, ``K`` multiply-adds (Horner).
 
 The bound is absolute (a share of the weight): where ``F`` or ``f`` is itself
 below ``TAIL`` of the total, the callers sum those values row by row
