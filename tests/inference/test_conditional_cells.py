@@ -53,15 +53,19 @@ def test_cells_equal_the_dense_mixture(case):
         np.full(30, y.max() + 4 * hy),
     ])  # fmt: skip
     F, f = _dense(X, y, 1.0 if w is None else w, Xq, T, np.array([0.3, 0.5]), hy)
-    F_ours, f_ours = reg.predict_cdf(Xq, T), reg.predict_pdf(Xq, T)
-    np.testing.assert_allclose(F_ours, F, rtol=0, atol=2e-15)
-    tail = F < 1e-3
-    np.testing.assert_allclose(F_ours[tail], F[tail], rtol=1e-11, atol=1e-300)
-    np.testing.assert_allclose(f_ours * hy, f * hy, rtol=0, atol=2e-15)
-    # Relative below the data; elsewhere both paths leave out the rows more than 8.5
-    # y bandwidths below t (an absolute 1e-16 of the weight).
-    small = (T < y.min()) & (f * hy < 1e-3)
-    np.testing.assert_allclose(f_ours[small], f[small], rtol=1e-11, atol=1e-300)
+    # Several values a query (the cells' moments) and one (paired: the cells' polynomials).
+    columns = range(T.shape[1])
+    paired = (np.hstack([reg.predict_cdf(Xq, T[:, [j]]) for j in columns]),
+              np.hstack([reg.predict_pdf(Xq, T[:, [j]]) for j in columns]))  # fmt: skip
+    for F_ours, f_ours in ((reg.predict_cdf(Xq, T), reg.predict_pdf(Xq, T)), paired):
+        np.testing.assert_allclose(F_ours, F, rtol=0, atol=2e-15)
+        tail = F < 1e-3
+        np.testing.assert_allclose(F_ours[tail], F[tail], rtol=1e-11, atol=1e-300)
+        np.testing.assert_allclose(f_ours * hy, f * hy, rtol=0, atol=2e-15)
+        # Relative below the data; elsewhere both paths leave out the rows more than 8.5
+        # y bandwidths below t (an absolute 1e-16 of the weight).
+        small = (T < y.min()) & (f * hy < 1e-3)
+        np.testing.assert_allclose(f_ours[small], f[small], rtol=1e-11, atol=1e-300)
 
 
 @pytest.mark.parametrize("case", ["wide", "rule", "narrow", "ties", "weights"])
