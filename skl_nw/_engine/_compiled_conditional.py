@@ -20,7 +20,15 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ._compiled_cells import ORDER, TAIL, cell_moments, cells_at, cells_window, paired_at
+from ._compiled_cells import (
+    CELL_EDGE,
+    ORDER,
+    TAIL,
+    cell_moments,
+    cells_at,
+    cells_window,
+    paired_at,
+)
 from ._compiled_exp import _FAST, _exp_nonpositive
 from ._compiled_phi import _INV_SQRT_2PI, ONE_ABOVE, ZERO_BELOW, _cdf_pdf, _first_at_least
 
@@ -223,7 +231,7 @@ def _mixture_at(t, e, C, ys, inv_h, above):  # pragma: no cover - compiled
 
 
 @numba.njit(inline="always", fastmath=_FAST, error_model="numpy")
-def _mixture(t, e, P, ys, cells, M, span, work, inv_h, reach, rows):  # pragma: no cover - compiled
+def _mixture(t, e, P, ys, cells, M, span, inv_h, reach, rows):  # pragma: no cover - compiled
     """:func:`_mixture_at` by Taylor cells (``rows``: row by row); ``reach``: as ``above``.
 
     ``M`` holds the moments of the cells ``span[0]:span[1]`` (none when
@@ -243,7 +251,7 @@ def _mixture(t, e, P, ys, cells, M, span, work, inv_h, reach, rows):  # pragma: 
     if b > span[1]:
         cell_moments(e, s, starts, span[1], b, M)
         span[1] = b
-    return cells_at(t, e, P, centres, starts, M, inv_h, reach, work)
+    return cells_at(t, e, P, centres, starts, M, inv_h, reach)
 
 
 @numba.njit(nogil=True, cache=True, fastmath=_FAST, error_model="numpy")
@@ -257,29 +265,28 @@ def mixture_values(Q, XT, log_w, slope, ys, cells, T, inv_h, pdf, out):  # pragm
     """
     (s, starts, centres), n, nc = cells, XT.shape[1], cells[2].size
     e, none, top_w = np.empty(n), np.empty(0), log_w.max()
-    M, span, work = np.empty((ORDER + 2, nc)), np.zeros(2, np.int64), np.empty((6, nc))
-    B = np.empty((ORDER + 5, nc))
+    M, span, B = np.empty((ORDER + 2, nc)), np.zeros(2, np.int64), np.empty((ORDER + 5, nc))
     for i in range(Q.shape[0]):
         total = _row_weights(Q[i], XT, log_w, top_w, slope, e)
         row = T[min(i, T.shape[0] - 1)]
         span[:] = 0
         for k in range(row.size):
             if row.size == 1:  # paired: no moments
-                F = f = paired_at(row[0], e, s, starts, centres, inv_h, _ROOT_REACH, pdf, B)
+                F = f = paired_at(row[0], e, s, starts, centres, inv_h, CELL_EDGE, pdf, B)
             else:
-                F, f, _ = _mixture(row[k], e, none, ys, cells, M, span, work, inv_h,
-                                   _ROOT_REACH, False)  # fmt: skip
+                F, f, _ = _mixture(row[k], e, none, ys, cells, M, span, inv_h, CELL_EDGE,
+                                   False)  # fmt: skip
             if (f if pdf else F) < TAIL * total:
                 F, f, _ = _mixture_at(row[k], e, none, ys, inv_h, ZERO_BELOW)
             out[i, k] = (f * inv_h if pdf else F) / total
 
 
 @numba.njit(inline="always", fastmath=_FAST, error_model="numpy")
-def _root(target, t, lo, hi, e, P, ys, cells, M, span, work, inv_h, rtol, rows):  # pragma: no cover
+def _root(target, t, lo, hi, e, P, ys, cells, M, span, inv_h, rtol, rows):  # pragma: no cover
     """Safeguarded Halley steps on ``F(t) = target`` from ``t`` in ``F(lo) < target <= F(hi)``."""
     h = 1.0 / inv_h
     for _ in range(_MAX_STEPS):
-        F, f, g = _mixture(t, e, P, ys, cells, M, span, work, inv_h, _ROOT_REACH, rows)
+        F, f, g = _mixture(t, e, P, ys, cells, M, span, inv_h, _ROOT_REACH, rows)
         r = F - target
         if r < 0.0:
             lo = t
@@ -334,7 +341,7 @@ def smoothed_quantiles(  # pragma: no cover - compiled
     n, nc = XT.shape[1], cells[2].size
     h = 1.0 / inv_h
     e, P, top_w = np.empty(n), np.empty(nc + 1), log_w.max()
-    M, span, work = np.empty((ORDER + 2, nc)), np.zeros(2, np.int64), np.empty((6, nc))
+    M, span = np.empty((ORDER + 2, nc)), np.zeros(2, np.int64)
     span[1] = nc
     for i in range(Q.shape[0]):
         _row_weights(Q[i], XT, log_w, top_w, slope, e)
@@ -348,7 +355,7 @@ def smoothed_quantiles(  # pragma: no cover - compiled
             hi = ys[n - 1] + reach * h
             t = _empirical_in_cells(e, ys, cells[1], P, taus[k])
             t = t if lo < t < hi else 0.5 * (lo + hi)
-            lo = _root(taus[k] * total, t, lo, hi, e, P, ys, cells, M, span, work, inv_h, rtol,
+            lo = _root(taus[k] * total, t, lo, hi, e, P, ys, cells, M, span, inv_h, rtol,
                        taus[k] < TAIL)  # fmt: skip
             out[i, k] = lo
 

@@ -90,12 +90,12 @@ def test_cells_at_equals_row_by_row_sums():
 
     @numba.njit(fastmath=kernels._FAST, error_model="numpy")
     def both(ts, e, ys, s, starts, centres, inv_h, out):
-        M, work = np.empty((cells.ORDER + 2, centres.size)), np.empty((6, centres.size))
+        M = np.empty((cells.ORDER + 2, centres.size))
         cells.cell_moments(e, s, starts, 0, centres.size, M)
         none = np.empty(0)
         for k in range(ts.size):
             out[0, k, 0], out[0, k, 1], out[0, k, 2] = cells.cells_at(
-                ts[k], e, none, centres, starts, M, inv_h, 9.0, work
+                ts[k], e, none, centres, starts, M, inv_h, 9.0
             )
             out[1, k, 0], out[1, k, 1], out[1, k, 2] = kernels._mixture_at(
                 ts[k], e, none, ys, inv_h, 9.0
