@@ -38,9 +38,10 @@ Module map:
   query tiles;
 * ``_conditional``: :func:`sorted_mixture`, the conditional distributions'
   per-query reductions over the ``y``-sorted rows (``_compiled_conditional``
-  its kernels); ``_loo_weights``: :func:`sorted_loo_weights`, the dense
-  leave-one-out weight rows of the CRPS selection in that order
-  (``_compiled_loo`` its kernel);
+  its kernels, over the Taylor cells of ``_compiled_cells`` and the normal
+  distribution function of ``_compiled_phi``); ``_loo_weights``:
+  :func:`sorted_loo_weights`, the dense leave-one-out weight rows of the CRPS
+  selection in that order (``_compiled_loo`` its kernel);
 * ``_protocol``: :class:`LeaveOneOutProtocol`, what the search asks of a
   fitted estimator.
 

@@ -6,16 +6,13 @@ weights ``e_j = exp(log w_j + c |q - x_j|^2 - max)`` of the training rows in
 the order of their targets ``y_j`` into one buffer of ``n`` floats, and
 reduce it at once: cumulative sums and a binary search for the weighted
 empirical quantiles (``h_y = 0``); the mixture ``sum_j e_j G((t - y_j) / h_y)``
-over the window of sorted ``y`` where ``G`` is neither exactly 1 nor 0
-(``predict_cdf``, ``predict_pdf``); safeguarded Halley steps on it for the
-smoothed quantiles.  No (m, n) array, no Python loop per query.
-
-``G`` is the normal distribution function, ``Phi(u) = erfc(-u / sqrt 2) / 2``,
-written as ``exp(-u^2 / 2) erfcx(|u| / sqrt 2) / 2`` so that the density
-``phi`` shares its exponential; ``erfcx`` is a Chebyshev series (vectorisable,
-unlike libm's ``erfc``).  The kernels use numpy's error model: Python's
-(a ZeroDivisionError check per division) keeps loops with a division from
-vectorising (4x slower ``erfcx``).
+(``G`` the normal distribution function, ``_compiled_phi``) by Taylor cells
+of the sorted rows (``_compiled_cells``: one ``G`` per cell near ``t``, not
+per row) for ``predict_cdf`` and ``predict_pdf``, and safeguarded Halley
+steps on it for the smoothed quantiles; values in the lower tail (below
+``TAIL`` of the total) are summed row by row over the window of sorted ``y``
+where ``G`` is neither exactly 1 nor 0.  No (m, n) array, no Python loop per
+query.
 """
 
 from __future__ import annotations
@@ -23,7 +20,17 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ._compiled_cells import (
+    CELL_EDGE,
+    ORDER,
+    TAIL,
+    cell_moments,
+    cells_at,
+    cells_window,
+    paired_at,
+)
 from ._compiled_exp import _FAST, _exp_nonpositive
+from ._compiled_phi import _INV_SQRT_2PI, ONE_ABOVE, ZERO_BELOW, _cdf_pdf, _first_at_least
 
 __all__ = [
     "conditional_examples",
@@ -33,31 +40,6 @@ __all__ = [
     "smoothed_quantiles",
 ]
 
-# Phi(u) rounds to exactly 1.0 above this u (1 - 9.5e-18), and exp(-u^2 / 2) underflows
-# to 0 in _exp_nonpositive below -this (-708 in the exponent): outside the window
-# [t - ONE_ABOVE h, t + ZERO_BELOW h] the terms of F are exact prefix sums or 0.
-ONE_ABOVE = 8.5
-ZERO_BELOW = 37.7
-# erfcx(z) on z in [0, 38.6 / sqrt 2] as a Chebyshev series of degree 24 in
-# x = 2 (t - _T_MIN) / (1 - _T_MIN) - 1, t = 2 / (2 + z): fitted to scipy's erfcx
-# at 192 Chebyshev nodes; Phi from it is within 7.8e-16 of scipy's ndtr (absolute)
-# on [-37, 8.5], 2.3e-13 relative in the far lower tail (the rounding of u^2 / 2).
-_T_MIN = 0.06827261668007432
-_SQRT_HALF = 0.7071067811865476
-_INV_SQRT_2PI = 0.3989422804014327
-_C = (
-    0.39794764342582467, 0.4752364374549821, 0.11231631048938757,
-    0.014691272824058898, 7.271345730179723e-05, -0.00026279814655858467,
-    -8.333350760159358e-06, 6.9393960058289605e-06, 1.9872771212325317e-08,
-    -2.2798730569582458e-07, 1.705982001366517e-08, 7.036996133671454e-09,
-    -1.5000708600842865e-09, -1.052624372575053e-10, 8.288372508950164e-11,
-    -8.280977325576476e-12, -2.6310371098719757e-12, 9.068112643500886e-13,
-    -3.953236846724394e-14, -4.0986899231570624e-14, 1.114952033283876e-14,
-    -2.6889978170378374e-16, -5.028219154923207e-16, 7.9485230673818e-17,
-    -1.572602878956695e-16,
-)  # fmt: skip
-(_C0, _C1, _C2, _C3, _C4, _C5, _C6, _C7, _C8, _C9, _C10, _C11, _C12, _C13, _C14, _C15, _C16,
- _C17, _C18, _C19, _C20, _C21, _C22, _C23, _C24) = _C  # fmt: skip
 # Halley steps stop once a step is below this many h_y: the next error is then of
 # the order of its cube (below 1e-15 h_y), within the 1e-11 h_y asked.
 _HALLEY_DONE = 1e-5
@@ -71,47 +53,6 @@ _UNDERFLOW = 1e-260
 # block per level instead of a cumulative sum over every row).
 _BLOCK = 64
 _MAX_STEPS = 100
-
-
-@numba.njit(inline="always", fastmath=_FAST, error_model="numpy")
-def _erfcx(z):  # pragma: no cover - compiled
-    """``exp(z^2) erfc(z)`` for ``z >= 0``: Clenshaw's recurrence, unrolled (it vectorises)."""
-    t = 2.0 / (2.0 + z)
-    x2 = 4.0 * (t - _T_MIN) / (1.0 - _T_MIN) - 2.0  # 2x
-    # b_k = c_k + 2x b_(k+1) - b_(k+2), alternately in p and q
-    p = _C24
-    q = _C23 + x2 * p
-    p = _C22 + x2 * q - p
-    q = _C21 + x2 * p - q
-    p = _C20 + x2 * q - p
-    q = _C19 + x2 * p - q
-    p = _C18 + x2 * q - p
-    q = _C17 + x2 * p - q
-    p = _C16 + x2 * q - p
-    q = _C15 + x2 * p - q
-    p = _C14 + x2 * q - p
-    q = _C13 + x2 * p - q
-    p = _C12 + x2 * q - p
-    q = _C11 + x2 * p - q
-    p = _C10 + x2 * q - p
-    q = _C9 + x2 * p - q
-    p = _C8 + x2 * q - p
-    q = _C7 + x2 * p - q
-    p = _C6 + x2 * q - p
-    q = _C5 + x2 * p - q
-    p = _C4 + x2 * q - p
-    q = _C3 + x2 * p - q
-    p = _C2 + x2 * q - p
-    q = _C1 + x2 * p - q
-    return _C0 + 0.5 * x2 * q - p
-
-
-@numba.njit(inline="always", fastmath=_FAST, error_model="numpy")
-def _cdf_pdf(u):  # pragma: no cover - compiled
-    """``Phi(u)`` and ``exp(-u^2 / 2)`` (the unnormalised density)."""
-    e = _exp_nonpositive(-0.5 * u * u)
-    half = 0.5 * e * _erfcx(abs(u) * _SQRT_HALF)
-    return (half if u < 0.0 else 1.0 - half), e
 
 
 @numba.njit(inline="always", fastmath=_FAST, error_model="numpy")
@@ -141,6 +82,25 @@ def _exponents(q, XT, log_w, slope, own, e):  # pragma: no cover - compiled
 
 
 @numba.njit(inline="always", fastmath=_FAST, error_model="numpy")
+def _exp_pass_near(q, XT, log_w, slope, shift, e):  # pragma: no cover - compiled
+    """``e_j = exp(log_w[j] - shift + slope |q - XT[:, j]|^2)`` for one or two features; the sum.
+
+    One pass where :func:`_exponents` and :func:`_exp_pass` take ``d + 2``
+    (1.8x the rows per second at ``d = 2``, ``python -m benchmarks conditional``).
+    """
+    last = XT.shape[0] - 1
+    x0, x1, q0, q1 = XT[0], XT[last], q[0], q[last]
+    second = 1.0 if last else 0.0
+    total = 0.0
+    for j in range(e.size):
+        a, b = q0 - x0[j], (q1 - x1[j]) * second
+        w = _exp_nonpositive(log_w[j] - shift + slope * (a * a + b * b))
+        e[j] = w
+        total += w
+    return total
+
+
+@numba.njit(inline="always", fastmath=_FAST, error_model="numpy")
 def _row_weights(q, XT, log_w, top_w, slope, e, own=-1):  # pragma: no cover - compiled
     """``e_j = exp(a_j - s)``, ``a_j = log_w[j] + slope |q - XT[:, j]|^2``; return ``sum e``.
 
@@ -150,8 +110,11 @@ def _row_weights(q, XT, log_w, top_w, slope, e, own=-1):  # pragma: no cover - c
     term is 1 and no term that matters underflows.  Row ``own`` (if ``>= 0``)
     is left out by index: its weight is 0.
     """
-    _exponents(q, XT, log_w, slope, own, e)
-    total = _exp_pass(e, top_w)
+    if own < 0 and 1 <= XT.shape[0] <= 2:
+        total = _exp_pass_near(q, XT, log_w, slope, top_w, e)
+    else:
+        _exponents(q, XT, log_w, slope, own, e)
+        total = _exp_pass(e, top_w)
     if total >= _UNDERFLOW:
         return total
     _exponents(q, XT, log_w, slope, own, e)
@@ -160,19 +123,6 @@ def _row_weights(q, XT, log_w, top_w, slope, e, own=-1):  # pragma: no cover - c
         if e[j] > top:
             top = e[j]
     return _exp_pass(e, top) if top > -np.inf else 0.0
-
-
-@numba.njit(inline="always", error_model="numpy")
-def _first_at_least(ys, value, lo):  # pragma: no cover - compiled
-    """Smallest ``j >= lo`` with ``ys[j] >= value`` (``ys.size`` if none)."""
-    hi = ys.size
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if ys[mid] < value:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
 
 
 @numba.njit(inline="always", error_model="numpy")
@@ -187,16 +137,6 @@ def _reaching(C, total, tau):  # pragma: no cover - compiled
         else:
             hi = mid
     return lo
-
-
-@numba.njit(nogil=True, cache=True)
-def _cumulate(e):  # pragma: no cover - compiled
-    """Cumulative sums in place, in order (no re-association); return the total."""
-    c = 0.0
-    for j in range(e.size):
-        c += e[j]
-        e[j] = c
-    return c
 
 
 @numba.njit(inline="always", fastmath=_FAST, error_model="numpy")
@@ -290,62 +230,134 @@ def _mixture_at(t, e, C, ys, inv_h, above):  # pragma: no cover - compiled
     return below + F, f, g
 
 
+@numba.njit(inline="always", fastmath=_FAST, error_model="numpy")
+def _mixture(t, e, P, ys, cells, M, span, inv_h, reach, rows):  # pragma: no cover - compiled
+    """:func:`_mixture_at` by Taylor cells (``rows``: row by row); ``reach``: as ``above``.
+
+    ``M`` holds the moments of the cells ``span[0]:span[1]`` (none when
+    ``span[0] >= span[1]``); the cells ``t`` reaches are added to it first.
+    ``P``: the cells' cumulative weights, or empty (see :func:`cells_at`).
+    """
+    if rows:
+        return _mixture_at(t, e, P[:0], ys, inv_h, reach)
+    s, starts, centres = cells
+    a, b = cells_window(centres, t, t, inv_h, reach)
+    if span[0] >= span[1]:
+        cell_moments(e, s, starts, a, b, M)
+        span[0], span[1] = a, b
+    if a < span[0]:
+        cell_moments(e, s, starts, a, span[0], M)
+        span[0] = a
+    if b > span[1]:
+        cell_moments(e, s, starts, span[1], b, M)
+        span[1] = b
+    return cells_at(t, e, P, centres, starts, M, inv_h, reach)
+
+
 @numba.njit(nogil=True, cache=True, fastmath=_FAST, error_model="numpy")
-def mixture_values(Q, XT, log_w, slope, ys, T, inv_h, pdf, out):  # pragma: no cover - compiled
-    """``out[i, k] = F(T[i, k] | q_i)`` (``pdf``: ``f``); a 1-row ``T`` is a shared grid."""
-    e, none, top_w = np.empty(XT.shape[1]), np.empty(0), log_w.max()
+def mixture_values(Q, XT, log_w, slope, ys, cells, T, inv_h, pdf, out):  # pragma: no cover
+    """``out[i, k] = F(T[i, k] | q_i)`` (``pdf``: ``f``); a 1-row ``T`` is a shared grid.
+
+    ``cells = (s, starts, centres)`` (``_compiled_cells``): the moments of
+    the cells a query's values reach, or for one value a query the cells'
+    polynomials row by row (:func:`paired_at`); a value below ``TAIL`` of the
+    total is summed again row by row, reaching ``ZERO_BELOW``.
+    """
+    (s, starts, centres), n, nc = cells, XT.shape[1], cells[2].size
+    e, none, top_w = np.empty(n), np.empty(0), log_w.max()
+    M, span, B = np.empty((ORDER + 2, nc)), np.zeros(2, np.int64), np.empty((ORDER + 5, nc))
     for i in range(Q.shape[0]):
         total = _row_weights(Q[i], XT, log_w, top_w, slope, e)
         row = T[min(i, T.shape[0] - 1)]
+        span[:] = 0
         for k in range(row.size):
-            F, f, _ = _mixture_at(row[k], e, none, ys, inv_h, ZERO_BELOW)
+            if row.size == 1:  # paired: no moments
+                F = f = paired_at(row[0], e, s, starts, centres, inv_h, CELL_EDGE, pdf, B)
+            else:
+                F, f, _ = _mixture(row[k], e, none, ys, cells, M, span, inv_h, CELL_EDGE,
+                                   False)  # fmt: skip
+            if (f if pdf else F) < TAIL * total:
+                F, f, _ = _mixture_at(row[k], e, none, ys, inv_h, ZERO_BELOW)
             out[i, k] = (f * inv_h if pdf else F) / total
 
 
+@numba.njit(inline="always", fastmath=_FAST, error_model="numpy")
+def _root(target, t, lo, hi, e, P, ys, cells, M, span, inv_h, rtol, rows):  # pragma: no cover
+    """Safeguarded Halley steps on ``F(t) = target`` from ``t`` in ``F(lo) < target <= F(hi)``."""
+    h = 1.0 / inv_h
+    for _ in range(_MAX_STEPS):
+        F, f, g = _mixture(t, e, P, ys, cells, M, span, inv_h, _ROOT_REACH, rows)
+        r = F - target
+        if r < 0.0:
+            lo = t
+        else:
+            hi = t
+        f *= inv_h  # dF/dt; d2F/dt2 = -g inv_h^2
+        step = r / f if f > 0.0 else np.inf
+        halley = 1.0 + 0.5 * step * g * inv_h * inv_h / f if f > 0.0 else 0.0
+        if halley > 0.5:
+            step /= halley
+        new = t - step
+        if abs(step) <= _HALLEY_DONE * h and lo <= new <= hi:
+            return new
+        if not (lo < new < hi):
+            new = 0.5 * (lo + hi)
+        t = new
+        if hi - lo <= rtol * h:
+            break
+    return t
+
+
+@numba.njit(inline="always", error_model="numpy")
+def _empirical_in_cells(e, ys, starts, P, tau):  # pragma: no cover - compiled
+    """Return the weighted inverted-CDF ``tau``-quantile of ``ys`` (a first guess).
+
+    A binary search of the cells' cumulative weights ``P``, then a scan of
+    the rows of the cell found (to the rounding of ``P``).
+    """
+    total = P[P.size - 1]
+    c = _reaching(P[1:], total, tau)
+    run = P[c]
+    for j in range(starts[c], starts[c + 1]):
+        run += e[j]
+        if run >= tau * total and run > 0.0:
+            return ys[j]
+    return ys[starts[c + 1] - 1]
+
+
 @numba.njit(nogil=True, cache=True, fastmath=_FAST, error_model="numpy")
-def smoothed_quantiles(Q, XT, log_w, slope, ys, taus, inv_h, reach, rtol, out):  # pragma: no cover
+def smoothed_quantiles(  # pragma: no cover - compiled
+    Q, XT, log_w, slope, ys, cells, taus, inv_h, reach, rtol, out
+):
     """``out[i, k]``: the root of ``F(t | q_i) = taus[k]`` (``taus`` ascending), to ``rtol h``.
 
     Safeguarded Halley steps from the weighted empirical quantile, inside a
     bracket ``F(lo) < tau <= F(hi)`` (the previous level's root below,
-    ``reach`` bandwidths beyond the data at first); a step leaving it bisects.
+    ``reach`` bandwidths beyond the data at first); a step leaving it
+    bisects.  ``F`` by Taylor cells (``cells`` as :func:`mixture_values`; the
+    moments of every cell first, and their cumulative weights ``P``), row by
+    row for levels below ``TAIL``.
     """
-    n = XT.shape[1]
+    n, nc = XT.shape[1], cells[2].size
     h = 1.0 / inv_h
-    e, C, top_w = np.empty(n), np.empty(n), log_w.max()
+    e, P, top_w = np.empty(n), np.empty(nc + 1), log_w.max()
+    M, span = np.empty((ORDER + 2, nc)), np.zeros(2, np.int64)
+    span[1] = nc
     for i in range(Q.shape[0]):
         _row_weights(Q[i], XT, log_w, top_w, slope, e)
-        C[:] = e
-        total = _cumulate(C)
+        cell_moments(e, cells[0], cells[1], 0, nc, M)
+        P[0] = 0.0
+        for c in range(nc):
+            P[c + 1] = P[c] + M[0, c]
+        total = P[nc]
         lo = ys[0] - reach * h
         for k in range(taus.size):
-            target = taus[k] * total
             hi = ys[n - 1] + reach * h
-            t = ys[_reaching(C, total, taus[k])]
+            t = _empirical_in_cells(e, ys, cells[1], P, taus[k])
             t = t if lo < t < hi else 0.5 * (lo + hi)
-            for _ in range(_MAX_STEPS):
-                F, f, g = _mixture_at(t, e, C, ys, inv_h, _ROOT_REACH)
-                r = F - target
-                if r < 0.0:
-                    lo = t
-                else:
-                    hi = t
-                f *= inv_h  # dF/dt; d2F/dt2 = -g inv_h^2
-                step = r / f if f > 0.0 else np.inf
-                halley = 1.0 + 0.5 * step * g * inv_h * inv_h / f if f > 0.0 else 0.0
-                if halley > 0.5:
-                    step /= halley
-                new = t - step
-                if abs(step) <= _HALLEY_DONE * h and lo <= new <= hi:
-                    t = new
-                    break
-                if not (lo < new < hi):
-                    new = 0.5 * (lo + hi)
-                t = new
-                if hi - lo <= rtol * h:
-                    break
-            out[i, k] = t
-            lo = t
+            lo = _root(taus[k] * total, t, lo, hi, e, P, ys, cells, M, span, inv_h, rtol,
+                       taus[k] < TAIL)  # fmt: skip
+            out[i, k] = lo
 
 
 @numba.njit(nogil=True, cache=True, fastmath=_FAST, error_model="numpy")
@@ -380,9 +392,10 @@ def conditional_examples() -> dict:
     """Tiny arguments of every kernel here, of the engine's types (the compiled signature)."""
     Q, XT, log_w, ys = np.zeros((1, 2)), np.zeros((2, 3)), np.zeros(3), np.arange(3.0)
     taus, out = np.array([0.5]), np.empty((1, 1))
+    cells = (np.zeros(3), np.arange(4), ys)  # one row per cell
     return {
         empirical_quantiles: (Q, XT, log_w, -0.5, ys, taus, out),
-        mixture_values: (Q, XT, log_w, -0.5, ys, np.zeros((1, 1)), 1.0, False, out),
-        smoothed_quantiles: (Q, XT, log_w, -0.5, ys, taus, 1.0, 40.0, 1e-11, out),
+        mixture_values: (Q, XT, log_w, -0.5, ys, cells, np.zeros((1, 1)), 1.0, False, out),
+        smoothed_quantiles: (Q, XT, log_w, -0.5, ys, cells, taus, 1.0, 40.0, 1e-11, out),
         loo_empirical_crps: (XT, log_w, -0.5, ys, np.arange(3), np.empty(3)),
     }

@@ -17,8 +17,11 @@ from ._chunks import Options, budget, map_chunks
 from ._loader import compiled
 from ._train import TrainSet
 
-__all__ = ["SortedMixture", "sorted_mixture"]
+__all__ = ["SortedMixture", "sorted_mixture", "taylor_cells"]
 
+# Half-width of the Taylor cells in units of h_y (_compiled_cells.CELL_HALF, where
+# the order and the error bound are chosen with it).
+_CELL_HALF = 0.25
 # Queries per call of a kernel: a few per worker for balance; each call holds two
 # (n,) buffers, so memory does not grow with the chunk.
 _CHUNK_QUERIES = 512
@@ -73,11 +76,12 @@ class SortedMixture:
         kernels, inv_h = compiled(), self.y_unit / h
         T2 = np.ascontiguousarray(np.atleast_2d(T), dtype=np.float64)
         shared = T.ndim == 1
+        cells = taylor_cells(self.ys, inv_h)
 
         def run(chunk, Qc, out):
             rows = T2 if shared else T2[chunk]
-            kernels.mixture_values(Qc, self.XT, self.log_w, self.slope, self.ys, rows, inv_h,
-                                   pdf, out)  # fmt: skip
+            kernels.mixture_values(Qc, self.XT, self.log_w, self.slope, self.ys, cells, rows,
+                                   inv_h, pdf, out)  # fmt: skip
 
         out = self._map(Q, T2.shape[1], run, options)
         return out if pdf else _monotone(out, T2)
@@ -106,9 +110,38 @@ class SortedMixture:
         kernels, taus = compiled(), np.ascontiguousarray(taus, dtype=np.float64)
         inv_h = self.y_unit / h
         reach_units = reach * self.y_unit
+        cells = taylor_cells(self.ys, inv_h)
         return self._map(Q, len(taus), lambda _, Qc, out: kernels.smoothed_quantiles(
-            Qc, self.XT, self.log_w, self.slope, self.ys, taus, inv_h, reach_units, rtol, out),
-            options)  # fmt: skip
+            Qc, self.XT, self.log_w, self.slope, self.ys, cells, taus, inv_h, reach_units, rtol,
+            out), options)  # fmt: skip
+
+
+def taylor_cells(ys: np.ndarray, inv_h: float):
+    """Cut the sorted ``ys`` into cells of width ``2 CELL_HALF / inv_h``: ``(s, starts, centres)``.
+
+    The cells are the non-empty ones of a grid from ``ys[0]``; row ``j`` of
+    cell ``b`` (``starts[b] <= j < starts[b + 1]``) is ``ys[j] = centres[b] +
+    s[j] / inv_h``, ``|s[j]| <= CELL_HALF`` (to rounding).  Where the grid
+    would have more cells than a float counts exactly (``h_y`` below 1e-15 of
+    the range), each distinct value is a cell (``s = 0``).
+
+    Examples
+    --------
+    >>> s, starts, centres = taylor_cells(np.array([0.0, 0.1, 0.1, 2.0]), 1.0)
+    >>> starts.tolist(), centres.tolist(), s.round(2).tolist()
+    ([0, 3, 4], [0.25, 2.25], [-0.25, -0.15, -0.15, -0.25])
+    """
+    width = 2.0 * _CELL_HALF / inv_h
+    grid = (ys - ys[0]) / width
+    if grid[-1] < 2.0**52:
+        ids = np.floor(grid)
+        centres_of = ys[0] + (ids + 0.5) * width
+    else:
+        ids, centres_of = ys, ys
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(ids)) + 1, [len(ys)]]).astype(np.int64)
+    centres = np.ascontiguousarray(centres_of[starts[:-1]])
+    s = (ys - np.repeat(centres, np.diff(starts))) * inv_h
+    return np.ascontiguousarray(s), starts, centres
 
 
 def _monotone(F: np.ndarray, T: np.ndarray) -> np.ndarray:

@@ -214,7 +214,7 @@ class Weights:
             F, f = self.expect(T, mix.cdf_terms, mix.pdf_terms, active=~done)
             below = F < taus
             lo, hi = np.where(below, T, lo), np.where(below, hi, T)
-            with np.errstate(invalid="ignore", divide="ignore"):
+            with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # f ~ 0: bisects
                 step = (F - taus) / f
             small = np.abs(step) <= tol  # converged: a step within rounding of T
             new = T - step
