@@ -85,14 +85,15 @@ def test_grid_radii_and_sums_equal_a_full_sort(rng, d):
                         finite.max(axis=1, initial=0.0))  # fmt: skip
         skip = np.where(own >= 0, grid.position[np.maximum(own, 0)], -1).astype(np.int64)
         got = np.empty(len(Q))
-        kernels.grid_radii(grid.X, *grid.args(), Q, skip, kk, grid.start(kk), got)
+        kernels.grid_radii(grid.XT, *grid.args(), Q, skip, kk, grid.start(kk), got)
         np.testing.assert_array_equal(got, np.maximum(want, 0.0))
         # Sums over the same radii, doubled for some (rows beyond the k-th).
         r = got * np.where(np.arange(len(Q)) % 3 == 0, 1.5, 1.0)
         WV = rng.normal(size=(n, 3))
         out = np.empty((len(Q), 2, 3))
-        kernels.grid_sums(grid.X, np.ascontiguousarray(WV[grid.rows]), *grid.args(), Q, r,
-                          skip, 3, 3, True, out)  # fmt: skip
+        groups = np.array([0, 7, 8, 20, 40], np.int64)  # shared lines: any queries may group
+        kernels.grid_sums(grid.XT, np.ascontiguousarray(WV[grid.rows]), *grid.args(), Q, r,
+                          skip, groups, 3, 3, True, out)  # fmt: skip
         S = np.where(np.isfinite(D), D, np.inf) ** 2
         with np.errstate(divide="ignore", invalid="ignore"):
             u2 = np.where(r[:, None] > 0, S / r[:, None] ** 2, np.where(S == 0, 0.0, np.inf))
