@@ -29,8 +29,8 @@ import numpy as np
 __all__ = ["grid_example", "grid_radii", "grid_sums"]
 
 # Rows per block of the sums' weights (a group's block, _GROUP x _PIECE doubles, stays
-# in L2).  Measured at n = 2e4, k = 2000, d = 2 (python -m benchmarks loess): 256 and
-# 512 within noise of each other, 1024 slower.
+# in L2).  CPU time of the sums at n = 2e4, k = 2000, d = 2 (see docs/benchmarks.md,
+# "LOESS and LOWESS"): 128 rows 10 % slower, 256 to 1024 alike.
 _PIECE = 256
 # Bins of the radius's selection (a histogram of the squared distances within reach).
 _BINS = 256

@@ -1,14 +1,17 @@
 """The grid path: nearest-neighbour radii and kernel sums in two and three dimensions, compiled.
 
 With a span (``_span``) and 2 or 3 continuous features, the counted rows are
-sorted into the cells of a uniform grid (:class:`CellGrid`, about
-``k / 4^d`` rows a cell, so a query's ``k`` nearest lie within a few cells).
-The compiled kernels (``_compiled_grid``) give each query its exact ``k``-th
-nearest distance from the cells around it (no tree's heap of ``k`` entries)
-and its sums ``w_i K(|x_i - q| / r_q)^p [V_i, 1]`` from the cells that meet
-its radius, for kernels of the form ``(1 - u^a)^b``.  Like the window path
-of one dimension it serves ungrouped sums of powers 1 and 2 at the bandwidth
-itself, with or without a row left out; anything else takes the other paths.
+sorted into the cells of a uniform grid (:class:`CellGrid`, a cell's side
+about ``1 / _CELLS_PER_RADIUS`` of the ``k``-th nearest distance), and each
+call's queries by the same cells (:class:`_CellOrder`), so that neighbouring
+queries run together.  The compiled kernels (``_compiled_grid``) give each
+query its exact ``k``-th nearest distance from the lines of cells around it
+(no tree's heap of ``k`` entries) and its sums ``w_i K(|x_i - q| / r_q)^p
+[V_i, 1]`` from the lines that meet its radius, a group of queries of one
+cell at a time (one matrix product a piece of rows), for kernels of the form
+``(1 - u^a)^b``.  Like the window path of one dimension it serves ungrouped
+sums of powers 1 and 2 at the bandwidth itself, with or without a row left
+out; anything else takes the other paths.
 """
 
 from __future__ import annotations
@@ -27,13 +30,15 @@ DIMENSIONS = (2, 3)
 # Queries per compiled call, in cell order (each worker thread takes whole chunks).
 _CHUNK = 2048
 # Queries per group of the sums (one cell's, at most this many): they share each line's
-# rows in one matrix product.  Measured at n = 2e4, k = 2000, d = 2: 32 and 64 alike.
+# rows in one matrix product.  CPU time of the sums at n = 2e4, k = 2000, d = 2 and 3:
+# 32 and 64 alike (docs/benchmarks.md, "LOESS and LOWESS").
 _GROUP = 64
 # Cells per radius: a cell's side is about the k-th nearest distance over this (rows
 # per cell k / (V_d c^d), V_d the unit ball's volume, at least _MIN_PER_CELL).  Finer
 # cells fit the ball closer (fewer rows outside the radius read) but cost more lines
-# per query (2c + 1 in 2-D, about pi c^2 in 3-D).  Measured at n = 2e4, k = 2000
-# (python -m benchmarks loess): see docs/benchmarks.md, "LOESS and LOWESS".
+# per query (2c + 1 in 2-D, about pi c^2 in 3-D).  CPU time of the radii and sums at
+# n = 2e4, k = 2000: 2-D 6 (4: 10 % slower, 8: the same), 3-D 3 (2: 1.2x, 4: 1.1x); see
+# docs/benchmarks.md, "LOESS and LOWESS".
 _CELLS_PER_RADIUS = {2: 6.0, 3: 3.0}
 _MIN_PER_CELL = 4
 _BALL = {2: np.pi, 3: 4.0 * np.pi / 3.0}  # the unit ball's volume
