@@ -58,10 +58,11 @@ def _lines(low, high, reach, lower, side, shape, strides, lines):  # pragma: no 
     last = d - 1
     lo, hi, cell = np.empty(d, np.int64), np.empty(d, np.int64), np.empty(d, np.int64)
     for j in range(last):
-        lo[j] = max(int(np.floor((low[j] - reach - lower[j]) / side)), 0)
-        hi[j] = min(int(np.floor((high[j] + reach - lower[j]) / side)), shape[j] - 1)
-        if lo[j] > hi[j]:
+        lo[j] = _cell((low[j] - reach - lower[j]) / side, shape[j])
+        hi[j] = _cell((high[j] + reach - lower[j]) / side, shape[j])
+        if lo[j] > hi[j] or lo[j] == shape[j] or hi[j] < 0:
             return 0
+        lo[j], hi[j] = max(lo[j], 0), min(hi[j], shape[j] - 1)
         cell[j] = lo[j]
     reach2 = reach * reach * (1.0 + 1e-12)
     count = 0
@@ -74,13 +75,19 @@ def _lines(low, high, reach, lower, side, shape, strides, lines):  # pragma: no 
             flat += cell[j] * strides[j]
         if gap2 <= reach2:
             half = np.sqrt(reach2 - gap2) * (1.0 + 1e-12)
-            a = max(int(np.floor((low[last] - half - lower[last]) / side)), 0)
-            b = min(int(np.floor((high[last] + half - lower[last]) / side)), shape[last] - 1)
+            a = max(_cell((low[last] - half - lower[last]) / side, shape[last]), 0)
+            b = min(_cell((high[last] + half - lower[last]) / side, shape[last]), shape[last] - 1)
             if a <= b:
                 lines[count, 0], lines[count, 1] = flat + a, flat + b + 1
                 count += 1
         if not _next_line(cell, lo, hi, last):
             return count
+
+
+@numba.njit(inline="always")
+def _cell(position, count):  # pragma: no cover - compiled
+    """``floor(position)`` clipped to ``[-1, count]`` before the conversion (no overflow)."""
+    return int(np.floor(min(max(position, -1.0), float(count))))
 
 
 @numba.njit(inline="always")
@@ -152,12 +159,12 @@ def grid_radii(XT, starts, lower, side, shape, Q, own, k, start,
     for i in range(Q.shape[0]):
         q = Q[i]
         rho = start  # in cell sides: where k rows are expected, then growing
+        everything = _farthest(q, lower, side, shape) + 1.0  # a reach that meets every cell
         if i > 0:  # the previous query's k nearest lie within its radius plus the step
             step = 0.0
             for j in range(d):
                 step += (q[j] - Q[i - 1, j]) ** 2
-            rho = max((out[i - 1] + np.sqrt(step)) / side * (1.0 + 1e-9), 0.25)
-        everything = _farthest(q, lower, side, shape) + 1.0  # a reach that meets every cell
+            rho = min(max((out[i - 1] + np.sqrt(step)) / side * (1.0 + 1e-9), 0.25), everything)
         while True:
             reach = rho * side
             count = _lines(q, q, reach, lower, side, shape, strides, lines)

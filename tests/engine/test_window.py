@@ -6,7 +6,7 @@ block moments) and the row-by-row loop (``window_sums``) against
 numpy, on data with ties, radii of zero, rows left out, both powers, and
 offsets far from the origin (the moments are about each block's centre).
 The grid's radii against a full sort, its sums against dense sums, with ties,
-a tight cluster, rows that do not count and queries outside the data.
+a tight cluster, rows that do not count and queries outside the data (one far outside).
 """
 
 import numpy as np
@@ -75,7 +75,10 @@ def test_grid_radii_and_sums_equal_a_full_sort(rng, d):
         X[: n // 3] = 1.0 + 1e-3 * rng.normal(size=(n // 3, d))  # a tight cluster
         counted = np.flatnonzero(rng.random(n) < 0.9)
         grid = _grid.CellGrid(X, counted, k)
-        Q = np.vstack([X[rng.integers(0, n, 20)], rng.uniform(-2, 5, (20, d))])
+        # In this order (the kernel starts each search from the previous query's radius):
+        # a far query, then near ones.
+        Q = np.vstack([X[rng.integers(0, n, 20)], np.full((1, d), 1e20), X[rng.integers(0, n, 3)],
+                       rng.uniform(-2, 5, (16, d))])  # fmt: skip
         own = np.where(rng.random(40) < 0.5, rng.integers(0, n, 40), -1)
         D = np.sqrt(((Q[:, None, :] - X[None, counted, :]) ** 2).sum(-1))
         D[counted[None, :] == own[:, None]] = np.inf
