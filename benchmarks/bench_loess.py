@@ -13,7 +13,10 @@ tables; ``docs/benchmarks.md`` holds the published ones.
 3. d = 2, n = 2e4, span = 0.1, degree 2 at the training rows: this package,
    R's ``loess(surface="direct", normalize=FALSE)`` when ``Rscript`` is on the
    path (else a row that says it was not run) and ``fastloess``
-   (``surface_mode="direct"``), each time over ours.
+   (``surface_mode="direct"``), each time over ours.  ``--previous PATH`` adds
+   another checkout of this package (an earlier version) timed on the same
+   data in a subprocess, side by side in the same run; ``--only 2d`` runs this
+   table alone.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import argparse
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import warnings
@@ -124,7 +128,35 @@ def _r_loess(X, y, span: float, degree: int):
     return result[:, 0], float(result[0, 1])
 
 
-def bench_two_features(n: int, repeat: int) -> str:
+_PREVIOUS = """
+import sys, time, numpy as np
+from skl_nw import LocalPolynomialRegressor
+data = np.load(sys.argv[1])
+X, y, repeat = data["X"], data["y"], int(data["repeat"])
+reg = LocalPolynomialRegressor(1.0, kernel="tricube", degree=2, span=0.1)
+reg.fit(X[:300], y[:300]).predict(X[:300])  # compile
+times = []
+for _ in range(repeat):
+    start = time.perf_counter()
+    fit = reg.fit(X, y).predict(X)
+    times.append(time.perf_counter() - start)
+np.savez(sys.argv[2], fit=fit, times=np.array(times))
+"""
+
+
+def _previous(path: str, X, y, repeat: int):
+    """The same fit in another checkout of the package (``path``): (fitted values, times)."""
+    with tempfile.TemporaryDirectory() as folder:
+        data, out = os.path.join(folder, "data.npz"), os.path.join(folder, "out.npz")
+        np.savez(data, X=X, y=y, repeat=repeat)
+        env = {**os.environ, "PYTHONPATH": os.path.abspath(path)}
+        subprocess.run([sys.executable, "-c", _PREVIOUS, data, out], check=True, env=env,
+                       cwd=folder, capture_output=True)  # fmt: skip
+        result = np.load(out)
+        return result["fit"], result["times"]
+
+
+def bench_two_features(n: int, repeat: int, previous: str | None = None) -> str:
     rng = np.random.default_rng(2)
     X = rng.uniform(0, 1, (n, 2))
     y = np.sin(4 * X[:, 0]) * np.cos(3 * X[:, 1]) + rng.normal(0, 0.2, n)
@@ -137,6 +169,10 @@ def bench_two_features(n: int, repeat: int) -> str:
         rows.append(["skl_nw LocalPolynomialRegressor(degree=2, span=0.1)"
                      + ("" if n_jobs is None else f", n_jobs={n_jobs}"), spread(t),
                      f"{np.median(t) / t_ours:.2f}×", ""])  # fmt: skip
+    if previous is not None:
+        fit, t = _previous(previous, X, y, repeat)
+        rows.append([f"previous version ({previous})", spread(t), f"{np.median(t) / t_ours:.2f}×",
+                     f"{np.abs(fit - ours).max() / np.ptp(y):.1e}"])  # fmt: skip
     if shutil.which("Rscript") is None:
         rows.append(["R loess(surface='direct')", "not run: Rscript is not installed", "", ""])
     else:
@@ -166,20 +202,28 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--quick", action="store_true", help="small sizes, one repetition")
     parser.add_argument("--repeat", type=int, default=3, help="timing repetitions (median)")
+    parser.add_argument("--only", choices=["lowess", "selection", "2d"], help="one table only")
+    parser.add_argument(
+        "--previous",
+        metavar="PATH",
+        help="2-D table: also time the checkout at PATH (an earlier version)",
+    )
     args = parser.parse_args(argv)
     repeat = 1 if args.quick else args.repeat
     print(describe(environment(("statsmodels", "fastlowess", "fastloess"))) + "\n", flush=True)
     start = time.perf_counter()
     n1, n2, n3 = (2_000, 1_000, 2_000) if args.quick else (100_000, 10_000, 20_000)
     sections = [
-        (f"LOWESS at the training rows (n = {n1:,}, frac = 0.1, it = 3)",
+        ("lowess", f"LOWESS at the training rows (n = {n1:,}, frac = 0.1, it = 3)",
          lambda: bench_lowess(n1, repeat)),
-        (f"Span selection, default grid (n = {n2:,}, d = 1)",
+        ("selection", f"Span selection, default grid (n = {n2:,}, d = 1)",
          lambda: bench_selection(n2, repeat)),
-        (f"LOESS in two dimensions (n = {n3:,}, span = 0.1, degree 2)",
-         lambda: bench_two_features(n3, repeat)),
+        ("2d", f"LOESS in two dimensions (n = {n3:,}, span = 0.1, degree 2)",
+         lambda: bench_two_features(n3, repeat, args.previous)),
     ]  # fmt: skip
-    for title, body in sections:
+    for name, title, body in sections:
+        if args.only not in (None, name):
+            continue
         print(f"\n### {title}\n\n{body()}", flush=True)
     print(f"\nTotal {time.perf_counter() - start:.0f} s")
 

@@ -120,10 +120,8 @@ def radii(Q, train, own=None, rows=None, options: Options = Options()) -> np.nda
     if index.x is not None:
         chunk = 1 << 16
         fn = lambda c, Qc: _window_radii(Qc[:, 0], index, train, None if own is None else own[c])  # noqa: E731
-    elif index.grid is not None:
-        chunk = 1 << 12
-        fn = lambda c, Qc: _grid.grid_radii(train.split(Qc)[0], index.grid, index.k,  # noqa: E731
-                                            None if own is None else own[c])  # fmt: skip
+    elif index.grid is not None:  # in cell order: chunks of its own
+        return _grid.grid_radii(Q, train, index.grid, index.k, own, rows, options) * index.enlarge
     else:
         kk = min(index.k + (own is not None), len(index.rows))
         chunk = int(np.clip(mib * 2**20 / (max(kk, 1) * _BYTES_PER_ENTRY), 1, _MAX_CHUNK))

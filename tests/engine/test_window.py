@@ -6,7 +6,7 @@ block moments) and the row-by-row loop (``window_sums``) against
 numpy, on data with ties, radii of zero, rows left out, both powers, and
 offsets far from the origin (the moments are about each block's centre).
 The grid's radii against a full sort, its sums against dense sums, with ties,
-a tight cluster, rows that do not count and queries outside the data.
+a tight cluster, rows that do not count and queries outside the data (one far outside).
 """
 
 import numpy as np
@@ -75,7 +75,10 @@ def test_grid_radii_and_sums_equal_a_full_sort(rng, d):
         X[: n // 3] = 1.0 + 1e-3 * rng.normal(size=(n // 3, d))  # a tight cluster
         counted = np.flatnonzero(rng.random(n) < 0.9)
         grid = _grid.CellGrid(X, counted, k)
-        Q = np.vstack([X[rng.integers(0, n, 20)], rng.uniform(-2, 5, (20, d))])
+        # In this order (the kernel starts each search from the previous query's radius):
+        # a far query, then near ones.
+        Q = np.vstack([X[rng.integers(0, n, 20)], np.full((1, d), 1e20), X[rng.integers(0, n, 3)],
+                       rng.uniform(-2, 5, (16, d))])  # fmt: skip
         own = np.where(rng.random(40) < 0.5, rng.integers(0, n, 40), -1)
         D = np.sqrt(((Q[:, None, :] - X[None, counted, :]) ** 2).sum(-1))
         D[counted[None, :] == own[:, None]] = np.inf
@@ -85,17 +88,32 @@ def test_grid_radii_and_sums_equal_a_full_sort(rng, d):
                         finite.max(axis=1, initial=0.0))  # fmt: skip
         skip = np.where(own >= 0, grid.position[np.maximum(own, 0)], -1).astype(np.int64)
         got = np.empty(len(Q))
-        kernels.grid_radii(grid.X, *grid.args(), Q, skip, kk, grid.start(kk), got)
+        kernels.grid_radii(grid.XT, *grid.args(), Q, skip, kk, grid.start(kk), got)
         np.testing.assert_array_equal(got, np.maximum(want, 0.0))
-        # Sums over the same radii, doubled for some (rows beyond the k-th).
+        # Sums over the same radii, widened for some (rows beyond the k-th), every kernel.
         r = got * np.where(np.arange(len(Q)) % 3 == 0, 1.5, 1.0)
         WV = rng.normal(size=(n, 3))
-        out = np.empty((len(Q), 2, 3))
-        kernels.grid_sums(grid.X, np.ascontiguousarray(WV[grid.rows]), *grid.args(), Q, r,
-                          skip, 3, 3, True, out)  # fmt: skip
-        S = np.where(np.isfinite(D), D, np.inf) ** 2
+        S = ((Q[:, None, :] - X[None, counted, :]) ** 2).sum(-1)  # as the kernel sums them
+        S[~np.isfinite(D)] = np.inf
         with np.errstate(divide="ignore", invalid="ignore"):
             u2 = np.where(r[:, None] > 0, S / r[:, None] ** 2, np.where(S == 0, 0.0, np.inf))
-        K = np.where(u2 < 1, (1 - np.sqrt(np.minimum(u2, 1)) ** 3) ** 3, 0.0)
-        want_sums = np.stack([K @ WV[counted], (K * K) @ WV[counted]], axis=1)
-        assert np.abs(out - want_sums).max() <= 1e-12 * (np.abs(WV).sum() + 1)
+        groups = np.array([0, 7, 8, 20, 40], np.int64)  # shared lines: any queries may group
+        for a, b in POWER_FORMS:
+            out = np.empty((len(Q), 2, 3))
+            kernels.grid_sums(grid.XT, np.ascontiguousarray(WV[grid.rows]), *grid.args(), Q, r,
+                              skip, groups, a, b, True, out)  # fmt: skip
+            u = np.sqrt(np.minimum(u2, 1))
+            K = np.where(u2 < 1, (1 - u**a) ** b, 0.0)
+            want_sums = np.stack([K @ WV[counted], (K * K) @ WV[counted]], axis=1)
+            assert np.abs(out - want_sums).max() <= 1e-12 * (np.abs(WV).sum() + 1), (a, b)
+
+
+def test_grid_groups_are_runs_of_one_cell_cut_to_the_group_size():
+    from skl_nw._engine import _grid
+
+    cells = np.repeat([3, 5, 9], [1, 2 * _grid._GROUP + 1, _grid._GROUP])
+    bounds = _grid._groups(cells)
+    assert bounds[0] == 0 and bounds[-1] == len(cells)
+    assert np.diff(bounds).max() == _grid._GROUP and len(bounds) - 1 == 1 + 3 + 1
+    for first, stop in zip(bounds[:-1], bounds[1:], strict=True):
+        assert len(set(cells[first:stop])) == 1

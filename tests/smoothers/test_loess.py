@@ -451,3 +451,36 @@ def test_grid_path_equals_the_general_path(rng, monkeypatch, kernel, algorithm):
     monkeypatch.setattr(_grid, "usable", lambda d: False)  # a KD-tree's radii, general sums
     for a, b in zip(fast, everything(), strict=True):
         assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_grid_path_serves_every_estimator_with_a_span(rng, monkeypatch, d):
+    """Nadaraya-Watson and local quadratic fits on the grid equal the general path's.
+
+    Many queries in one cell (more than one group of the grid's sums), queries
+    outside the data, ties, a second kernel power (standard errors), rows left
+    out; Parzen's class sums (grouped: the general path) take the grid's radii.
+    """
+    from skl_nw._engine import _grid
+
+    X = np.round(rng.uniform(0, 3, (300, d)), 1)
+    y = np.sin(2 * X[:, 0]) + X[:, 1] + 0.2 * rng.normal(size=300)
+    classes = (y > np.median(y)).astype(int)
+    Q = np.vstack([X[:40], rng.uniform(-1, 4, (20, d)), X[0] + rng.uniform(0, 1e-3, (150, d))])
+
+    def everything():
+        nw = NadarayaWatsonRegressor(kernel="tricube", span=0.2).fit(X, y)
+        parzen = ParzenClassifier(kernel="epanechnikov", span=0.3).fit(X, classes)
+        local = LocalPolynomialRegressor(kernel="tricube", degree=2, span=0.4).fit(X, y)
+        fits = (*nw.predict(Q, return_std=True), *local.predict(Q, return_std=True))
+        return *fits, parzen.predict_proba(Q), local._leave_one_out().predictions((1.0,))
+
+    used = []
+    original = _grid.grid_sums
+    monkeypatch.setattr(_grid, "grid_sums", lambda *a: used.append(1) or original(*a))
+    fast = everything()
+    if _grid.compiled() is not None:
+        assert len(used) == 3  # the grid served the regressors' sums
+    monkeypatch.setattr(_grid, "usable", lambda d: False)  # a KD-tree's radii, general sums
+    for a, b in zip(fast, everything(), strict=True):
+        assert_allclose(a, b, rtol=1e-9, atol=1e-12)
