@@ -77,12 +77,12 @@ def mean_std(binned: BinnedSums, Q: np.ndarray, Z: np.ndarray, exact: Callable):
     if len(Q) * n <= _GRID_STD_MIN_RATIO * n + _NOISE_NODE_PAIRS * G:
         return exact(Q)
     sigma2, redo = GridNoise(binned.X, binned.w, Z, binned.kernel, binned.tol).at(Q)
-    factor, good = _grid_factor(binned, Q)
-    S, good_fit = binned.interpolated(Q)
+    S, good = binned.interpolated(Q)
+    factor, good = _grid_factor(binned, Q, S, good)
     with np.errstate(divide="ignore", invalid="ignore"):
         fit = S[:, :-1] / S[:, -1:] + binned.mid
     std = np.sqrt(np.maximum(sigma2, 0.0) * factor[:, None])
-    rows = np.flatnonzero(redo | ~good | ~good_fit)
+    rows = np.flatnonzero(redo | ~good)
     if len(rows):
         fit[rows], std[rows] = exact(Q[rows])
     return fit, std
@@ -92,7 +92,7 @@ def variance_factor(binned: BinnedSums, Q: np.ndarray, exact: Callable) -> np.nd
     """Return ``sum_i w_i K_i^2 / (sum_i w_i K_i)^2`` per scaled query, on the grid."""
     if _few(binned, Q):
         return exact(Q)
-    factor, good = _grid_factor(binned, Q)
+    factor, good = _grid_factor(binned, Q, *binned.interpolated(Q))
     redo = np.flatnonzero(~good)
     if len(redo):
         factor[redo] = exact(Q[redo])
@@ -104,15 +104,19 @@ def _few(binned: BinnedSums, Q: np.ndarray) -> bool:
     return len(Q) * len(binned.w) <= _GRID_STD_MIN_RATIO * (len(binned.w) + binned.grid.size)
 
 
-def _grid_factor(binned: BinnedSums, Q: np.ndarray):
-    """Binned ``sum w K^2 / (sum w K)^2`` (m,), and where the grid answers (m,) bool."""
-    args = (binned.X, binned.w, binned.values[:, :0], binned.kernel, binned.tol, binned.rtol)
-    first, second = BinnedSums(*args), BinnedSums(*args, power=2)
-    S1, good1 = first.interpolated(Q)
+def _grid_factor(binned: BinnedSums, Q: np.ndarray, S: np.ndarray, good: np.ndarray):
+    """Binned ``sum w K^2 / (sum w K)^2`` (m,), and where the grid answers (m,) bool.
+
+    ``S``, ``good``: ``binned.interpolated(Q)``, whose last column is the
+    binned ``sum w K`` (in units of ``weight_unit``); the squared kernel's
+    sums are binned here on the same grid.
+    """
+    second = BinnedSums(binned.X, binned.w, binned.values[:, :0], binned.kernel, binned.tol,
+                        binned.rtol, power=2)  # fmt: skip
     S2, good2 = second.interpolated(Q)
     with np.errstate(divide="ignore", invalid="ignore"):
-        factor = S2[:, -1] / S1[:, -1] ** 2 / first.weight_unit  # sums of w / unit
-        return factor, good1 & good2
+        factor = S2[:, -1] / S[:, -1] ** 2 / binned.weight_unit  # sums of w / unit
+        return factor, good & good2
 
 
 class BinnedLeaveOneOut:
