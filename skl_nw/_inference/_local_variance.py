@@ -111,19 +111,28 @@ def residual_share(mom: Moments, M: np.ndarray, M2: np.ndarray, q: np.ndarray, d
     return 1.0 - np.einsum("mjj->m", X)
 
 
-def noise_variance(rss, share, rss0, share0, P: int) -> np.ndarray:
-    """``sigma^2``: the line's residuals over their share, else the constant's, else 0.
+def noise_variance(mom: Moments, Mq, Bq, second, coef, M, M2, q, degree: int) -> np.ndarray:
+    """``sigma^2`` (m, k): the line's residuals over their share, else the constant's, else 0.
 
-    ``rss``, ``rss0`` (m, k): the weighted mean squares about the line (of
-    ``P`` coefficients) and about the constant; ``share``, ``share0`` (m, 1):
-    their expectations per unit noise (``1 - tr(G^-1 G2)``, ``1 - sum alpha^2
-    / w``).  The line's where the window has at least ``P + 1`` effective
-    points (``1 / sum alpha^2 / w``): fewer leave it less than one residual
-    degree of freedom, and its share (then of the order of its rounding, which
-    grows with the Gram matrix's condition) would decide by the order of the
-    rows; there the constant's, and with one effective point, 0.  An empty
-    window (NaN share), NaN.
+    ``Mq``, ``Bq``: normalised moments of the weights and of the ``k``
+    targets about a point (the query, or a node's centre), ``second`` (m,
+    k) the targets' mean squares, ``coef`` (m, >= P, k) the line fitted there
+    (``P`` its coefficients at ``degree``); ``M``, ``M2``: the moments of
+    kernel powers 1 and 2 (over ``D`` and ``D^2``) about ``q``'s origin.  The
+    line's weighted mean square over its expectation per unit noise, ``1 -
+    tr(G^-1 G2)`` (:func:`residual_share`), where the window has at least
+    ``P + 1`` effective points (``1 / sum alpha^2 / w``): fewer leave it less
+    than one residual degree of freedom, and its share (then of the order of
+    its rounding, which grows with the Gram matrix's condition) would decide
+    by the order of the rows; there the constant's, over ``1 - sum alpha^2 /
+    w``, and with one effective point, 0.  An empty window (NaN share), NaN.
     """
+    gi, P = gram_index(mom.d, degree), npar(mom.d, degree)
+    k = second.shape[1]
+    rss = local_residual_variance(Mq[:, gi], Bq[:, :P], second, coef[:, :P], np.zeros(k))
+    share = residual_share(mom, M, M2, q, degree)[:, None]
+    rss0 = np.maximum(second - Bq[:, 0] ** 2, 0.0)
+    share0 = 1.0 - M2[:, :1]
     with np.errstate(invalid="ignore", divide="ignore"):
         sigma2 = np.where(share0 > _NO_RESIDUAL_DF, rss0 / share0, 0.0)
         line = (share > _NO_RESIDUAL_DF) & ((1.0 - share0) * (P + 1) <= 1.0)
@@ -143,20 +152,14 @@ def line_std(est, Q: np.ndarray, Z: np.ndarray, Y: np.ndarray) -> tuple[np.ndarr
     """
     k, d = Y.shape[1], est._exact_train().d
     mom = Moments(d, 2, 1)
-    gi, P = gram_index(d, 1), npar(d, 1)
     fit, std = np.empty((len(Q), k)), np.empty((len(Q), k))
     for block, q, sums in local_sums(est, Q, mom, (1, 2), Z, np.column_stack([Z**2, Y])):
         coef, _, Mq, Bq, e = fit_local_units(mom, *mom.read(sums, 0, 0, k), q, 1)
         columns = Moments.columns(sums, 0, 0)  # [..., Z^2, Y, weight sum]
         second = columns[:, -1 - 2 * k : -1 - k]
-        rss = local_residual_variance(Mq[:, gi], Bq[:, :P], second, coef, np.zeros(k))
         M, _, qe = to_units(mom, mom.read(sums, 0, 0, k)[0], None, q, e)
         M2 = to_units(mom, mom.read(sums, 0, 1, k)[0], None, q, e)[0]
-        # The line's residuals, else (as many effective points as its coefficients) the
-        # constant's, else (one effective point) none: sigma^2 = 0.
-        share = residual_share(mom, M, M2, qe, 1)[:, None]
-        rss0 = np.maximum(second - Bq[:, 0] ** 2, 0.0)
-        sigma2 = noise_variance(rss, share, rss0, 1.0 - M2[:, :1], P)
+        sigma2 = noise_variance(mom, Mq, Bq, second, coef, M, M2, qe, 1)
         fit[block] = columns[:, -1 - k : -1]
         std[block] = np.sqrt(np.maximum(M2[:, :1], 0.0) * sigma2)  # sum alpha^2 / w
     return fit, std
@@ -201,7 +204,6 @@ class GridNoise(BinnedLocalFit):
         k = B.shape[1] // 2
         self.noise = np.zeros((len(valid), k))
         nodes = np.flatnonzero(valid)
-        gi, P = gram_index(mom.d, self.degree), npar(mom.d, self.degree)
         for block in blocks(len(nodes), 8 * (mom.n_plain + mom.n_y * 2 * k)):
             g = nodes[block]
             D = M[0, g][:, None]
@@ -211,11 +213,8 @@ class GridNoise(BinnedLocalFit):
             mean = Bq[:, 0, :k] + self.mid[:k]  # E[Z]
             # E[(Z - mid)^2], the Z^2 column binned about its own mid
             second = Bq[:, 0, k:] + self.mid[k:] - 2 * self.mid[:k] * mean + self.mid[:k] ** 2
-            rss = local_residual_variance(Mq[:, gi], Bq[:, :P, :k], second, coef[g][:, :P, :k],
-                                          np.zeros(k))  # fmt: skip
-            share = residual_share(mom, Mg, M2g, centre[g], self.degree)[:, None]
-            rss0 = np.maximum(second - Bq[:, 0, :k] ** 2, 0.0)
-            self.noise[g] = noise_variance(rss, share, rss0, 1.0 - M2g[:, :1], P)
+            self.noise[g] = noise_variance(mom, Mq, Bq[:, :, :k], second, coef[g][:, :, :k],
+                                           Mg, M2g, centre[g], self.degree)  # fmt: skip
         return coef, centre, valid
 
     def at(self, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
