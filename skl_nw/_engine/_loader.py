@@ -8,10 +8,62 @@ the numpy path on None.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import warnings
+from pathlib import Path
 
 __all__ = ["compiled"]
+
+# The digest of the compiled modules' sources, kept beside their cached machine code.
+_DIGEST = "skl_nw_kernels.digest"
+
+
+def _drop_stale_machine_code() -> None:
+    """Delete the kernels' cached machine code if any compiled module changed since it was built.
+
+    numba checks only the stamp of the file that defines a kernel, so a
+    kernel whose inlined helpers live in another ``_compiled_*`` module kept
+    its old code when only that module changed (a branch switch in a
+    source checkout): stale results, silently.  The digest covers every
+    compiled module and numba's version; it is kept in each directory where
+    numba caches the kernels (beside the sources, ``NUMBA_CACHE_DIR`` or the
+    user's cache).  Directories that cannot be written are left alone.
+    """
+    import sys
+
+    import numba
+
+    here = Path(__file__).parent
+    digest = hashlib.sha256(numba.__version__.encode())
+    for source in sorted(here.glob("_compiled*.py")):
+        digest.update(source.name.encode() + source.read_bytes())
+    text = digest.hexdigest()
+    folders = set()
+    for name, module in list(sys.modules.items()):
+        if name.startswith(f"{__package__}._compiled"):
+            for kernel in vars(module).values():
+                cache = getattr(kernel, "_cache", None)
+                folders.add(getattr(cache, "cache_path", None))
+    for folder in folders - {None}:
+        _drop_in(Path(folder), text)
+
+
+def _drop_in(folder: Path, digest: str) -> None:
+    """Delete ``folder``'s cached ``_compiled*`` kernels unless its digest is ``digest``."""
+    stamp = folder / _DIGEST
+    try:
+        if stamp.read_text() == digest:
+            return
+    except OSError:
+        pass
+    try:
+        for stale in (*folder.glob("_compiled*.nbi"), *folder.glob("_compiled*.nbc")):
+            stale.unlink(missing_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
+        stamp.write_text(digest)
+    except OSError:  # not writable: numba does not cache there either
+        pass
 
 
 @functools.cache
@@ -21,6 +73,8 @@ def compiled():
         return None
     try:
         from . import _compiled as module
+
+        _drop_stale_machine_code()
 
         module.warm_up()  # compile (or load) the exponential: a broken numba fails here
     except ImportError:  # numba is not installed (or does not support this numpy)

@@ -101,3 +101,44 @@ def test_an_install_numba_cannot_write_to_caches_in_the_user_cache(tmp_path):
     second = _child(tmp_path / "unused", **env)
     assert second["hits"] == len(second["used"]) and second["misses"] == 0
     assert not (tmp_path / "unused").exists()
+
+
+@pytest.mark.slow
+def test_a_change_to_an_inlined_helpers_module_recompiles_the_kernels_that_use_it(tmp_path):
+    # numba stamps only the file that defines a kernel; the exponential every kernel
+    # inlines lives in _compiled_exp.py.  A source checkout that changes only that file
+    # (a branch switch) must not load the machine code built from the old one.
+    import skl_nw
+
+    site = tmp_path / "site"
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(Path(skl_nw.__file__).parent, site / "skl_nw", ignore=ignore)
+    env = {"PYTHONPATH": str(site)}
+    cache = tmp_path / "cache"
+    first = _child(cache, **env)
+    assert first["package"] == str(site / "skl_nw" / "__init__.py")
+    assert _child(cache, **env)["misses"] == 0  # unchanged sources: loaded
+    helper = site / "skl_nw" / "_engine" / "_compiled_exp.py"
+    helper.write_text(helper.read_text() + "\n# changed\n")
+    after = _child(cache, **env)
+    assert after["used"] == first["used"]
+    assert after["hits"] == 0 and after["misses"] == len(after["used"])
+    assert _child(cache, **env)["misses"] == 0  # and the new code is cached in turn
+
+
+def test_stale_machine_code_is_dropped_where_the_digest_differs(tmp_path):
+    from skl_nw._engine._loader import _DIGEST, _drop_in
+
+    kept = tmp_path / "_other.f-1.py311.nbi"
+    code = [tmp_path / "_compiled.f-1.py311.nbi", tmp_path / "_compiled_x.g-2.py311.1.nbc"]
+    for path in (kept, *code):
+        path.write_text("")
+    _drop_in(tmp_path, "a")
+    assert (tmp_path / _DIGEST).read_text() == "a"
+    assert kept.exists() and not any(p.exists() for p in code)
+    for path in code:
+        path.write_text("")
+    _drop_in(tmp_path, "a")  # same sources: the cache stays
+    assert all(p.exists() for p in code)
+    _drop_in(tmp_path, "b")
+    assert not any(p.exists() for p in code) and (tmp_path / _DIGEST).read_text() == "b"
