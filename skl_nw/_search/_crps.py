@@ -38,7 +38,7 @@ from .._smoothers._base import check_weights
 from .._smoothers._nadaraya_watson import NadarayaWatsonRegressor
 from .._smoothers._quantile import KernelQuantileRegressor
 from ._context import Selection
-from ._crps_pairs import PairTerms, abs_mean, pair_matrix
+from ._crps_pairs import PairTerms, abs_mean, pair_matrix, pair_tol
 from ._results import edge_of, warn_at_edge
 
 __all__ = [
@@ -148,15 +148,12 @@ def _crps_per_row(ctx, est, y: np.ndarray, hys: np.ndarray, out: np.ndarray) -> 
 
 def _scores(ctx, X, y, w, h, y_bandwidths) -> tuple[np.ndarray, np.ndarray]:
     """Negated leave-one-out criterion and its per-row spread at ``h``, per ``h_y``: two (k,)."""
-    est = ctx.cache.get("crps_estimator")  # one clone refitted per candidate
-    if est is None:
-        est = ctx.cache["crps_estimator"] = clone(ctx.estimator)
-    est.set_params(bandwidth=h, y_bandwidth=y_bandwidths[0]).fit(X, y, sample_weight=w)
     hys = np.asarray(y_bandwidths, dtype=float)
     per_row = np.empty((len(hys), len(y)))
     if ctx.criterion == "crps":
-        _crps_per_row(ctx, est, y, hys, per_row)
+        _crps_per_row(ctx, _fitted(ctx, X, y, w, h, hys[0]), y, hys, per_row)
     else:
+        est = _fitted(ctx, X, y, w, h, hys[0])
         taus = np.atleast_1d(np.asarray(est.quantile, dtype=float))
         for rows, A in _loo_chunks(est, len(y)):
             for k, hy in enumerate(hys):
@@ -166,6 +163,24 @@ def _scores(ctx, X, y, w, h, y_bandwidths) -> tuple[np.ndarray, np.ndarray]:
     with np.errstate(invalid="ignore"):
         spread = np.sqrt(((per_row - mean[:, None]) ** 2) @ w / w.sum())
     return -mean, spread
+
+
+def _fitted(ctx, X, y, w, h, hy):
+    """Return the search's clone fitted at ``(h, h_y)``: the public ``fit`` once, then refits.
+
+    The refits skip the validation of the data and the weights (0.3 ms a
+    candidate at n = 500, half the CRPS of a candidate at the rule's ``h_y``):
+    the data are those the first fit validated, the weights ``w`` checked, the
+    parameters of the types the first fit validated.
+    """
+    est = ctx.cache.get("crps_estimator")
+    if est is None:
+        est = clone(ctx.estimator).set_params(bandwidth=h, y_bandwidth=hy)
+        ctx.cache["crps_estimator"] = est.fit(X, y, sample_weight=w)
+        ctx.cache["crps_data"] = (X, *est._validate_fit(X, y, y_numeric=True))
+        return est
+    est.bandwidth, est.y_bandwidth = h, hy  # set_params without its signature inspection
+    return est._fit_validated(*ctx.cache["crps_data"], w)
 
 
 def _pair_terms(ctx, ys, hy) -> PairTerms:
@@ -197,7 +212,7 @@ def _matrices(ctx, ys):
         if key not in kept:
             if (len(kept) + 1) * size > _MAX_PAIR_BYTES:
                 kept.clear()
-            kept[key] = pair_matrix(ys, s)
+            kept[key] = pair_matrix(ys, s, pair_tol(ys, s))
         return kept[key]
 
     return matrix

@@ -3,99 +3,201 @@
 Row ``r`` of the leave-one-out attention weights ``a`` (``a >= 0``, summing
 to 1) scores its target ``y_r`` by
 ``sum_k a_k B(y_r - y_k) - 1/2 a^T P a`` with ``B(m) = E|m + h_y Z|`` and
-``P_ik = g(y_i - y_k)``, ``g(m) = E|m + sqrt(2) h_y Z|``.  Neither ``B`` nor
-``P`` depends on the bandwidth, so a search keeps them per ``h_y``.
+``P_ik = g(y_i - y_k)``, ``g(m) = E|m + s Z|``, ``s = sqrt(2) h_y``.  Neither
+``B`` nor ``P`` depends on the bandwidth, so a search keeps them per ``h_y``.
 
-The pair term costs a product with the (n, n) matrix ``P`` per row block:
-O(n^3) per candidate.  ``g`` is entire, so on the targets' range ``P`` is a
-polynomial interpolant in both arguments at ``M`` Chebyshev points ``t``:
-``P ~ L G L^T`` with ``L_im`` the ``m``-th Lagrange basis polynomial at
-``y_i`` (barycentric form) and ``G_ml = g(t_m - t_l)``, so that
-``a^T P a ~ (a^T L) G (L^T a)``: O(n^2 M) per candidate.  The factor is
-used only where every entry of ``L G L^T`` is within ``PAIR_TOL_ULPS`` ulps
-of the largest ``|P|`` of its exact value (checked on all ``n^2`` entries
-once per ``h_y``); since ``a >= 0`` sums to 1, each row's pair term then
-differs by at most that much, the size of the dense product's own
-rounding.  ``M`` grows with the range over ``h_y`` (about 48 points at the
-rule of thumb on a benchmark of n = 500): small ``h_y`` keep the dense matrix.
+The dense pair term costs a product with the (n, n) matrix ``P`` per row
+block: O(n^3) per candidate.  Two cheaper forms of ``P`` replace it, each
+within ``PAIR_TOL_ULPS`` ulps of the largest ``|P|`` on every entry by a
+bound proved before any entry is computed; since ``a >= 0`` sums to 1, each
+row's pair term is then within as much, the size of the dense product's own
+rounding.  The one with fewer flops is taken:
+
+- A piecewise Chebyshev factor (larger ``h_y``).  ``g`` is entire: on ``p``
+  equal pieces of the targets' range, each with ``M`` Chebyshev points,
+  ``P ~ L G L^T`` with ``L`` block diagonal (row ``i``'s Lagrange basis on its
+  piece, barycentric form) and ``G`` the ``g`` of the points' differences, so
+  ``a^T P a ~ (a^T L) G (L^T a)``: O(n^2 M) per candidate.  ``M`` is the
+  fewest points for which the interpolation error of ``x -> g(x - c)`` on a
+  piece, ``4 K rho^(1 - M) / (rho - 1)`` for ``|g| <= K`` on the Bernstein
+  ellipse ``E_rho`` of the piece (Trefethen, *Approximation Theory and
+  Approximation Practice*, Thm 8.2; the same for points of the first kind, by
+  their aliasing), times ``1 + Lambda_M`` for the second argument
+  (``Lambda_M <= 2/pi log(M + 1) + 1``, the Lebesgue constant), is within the
+  tolerance: ``|erf(w)| <= 1 + exp(Im(w)^2)`` bounds ``K``.
+- A band (smaller ``h_y``).  ``g(m) = |m| + c(m)`` with ``c > 0`` decreasing in
+  ``|m|``: ``a^T |y_i - y_k| a`` in O(n) per row in sorted order, ``c`` kept
+  where it exceeds the tolerance (blocks of sorted rows against the columns
+  within the cut), every dropped entry below it.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import erf
+from scipy.special import erf, erfc
 
 from .._engine import single_threaded_blas
 
-__all__ = ["PAIR_TOL_ULPS", "PairTerms", "abs_mean", "chebyshev_factor", "pair_matrix"]
+__all__ = [
+    "PAIR_TOL_ULPS",
+    "PairTerms",
+    "abs_excess",
+    "abs_mean",
+    "chebyshev_factor",
+    "chebyshev_points",
+    "band_cut",
+    "pair_matrix",
+    "pair_tol",
+]
 
 _EPS = np.finfo(float).eps
-#: The low-rank factor's largest entry error, in ulps of the largest pair term: below the
-#: dense product's own rounding (up to n ulps of it), and reached with a few more points
-#: than 3 per width (the fewest that pass, below).
+_ROOT_2_OVER_PI = np.sqrt(2.0 / np.pi)
+#: The forms' largest entry error, in ulps of the largest pair term: below the dense
+#: product's own rounding (up to n ulps of it).
 PAIR_TOL_ULPS = 32
-# First number of Chebyshev points tried: this many per sqrt(2) h_y of the targets'
-# range, plus 8, a multiple of 8.  The fewest that pass the check were 3.0-3.4 per width
-# plus 8 on normal, uniform, Student t(3) and offset targets (n = 500, h_y 0.05 to 1
-# standard deviation); the check decides.
-_POINTS_PER_WIDTH = 3.5
-# Points tried grow by half up to this fraction of n and this number: the factor's
-# products cost 2 n^2 M flops a candidate against the dense 2 n^3, and its check n^2 M
-# once per h_y (n = 500: M = 48-104 where the selection scans h, 80-200 elsewhere;
-# ``python -m benchmarks conditional``, selection).
+# The factor's points per piece are bounded by this fraction of n and this number: its
+# products cost n^2 M multiply-adds a candidate against the dense n^3.
 _MAX_POINTS_FRACTION = 0.5
 _MAX_POINTS = 1024
+# Pieces of the targets' range tried for the factor: more pieces, fewer points each
+# (A @ L costs n^2 M) but a larger G (the (n, p M) @ (p M, p M) product); the flop
+# count chooses (n = 500: p = 2 at the rule's h_y, ``python -m benchmarks conditional``).
+_MAX_PIECES = 4
+# The band's |y_i - y_k| part costs about 7 passes over the (m, n) rows (cumsum,
+# products, the row sums): as many multiply-adds as a factor of this many columns
+# (0.1 ms a pass against 0.55 ms for M = 48 on n = 500, one BLAS thread).
+_BAND_PASS_COLUMNS = 64
+# Sorted rows per block of the band (each against its neighbours within the cut).
+_BAND_ROWS = 64
+# The band's blocks are kept up to this many bytes, else rebuilt at each call.
+_BAND_BYTES = 2**26
 # Row blocks of a pair matrix's lower triangle (pair_matrix).
 _TRIANGLE_BLOCKS = 8
-# Columns of the dense pair matrix per block of the check, in bytes of n floats.
-_BLOCK_BYTES = 2**26
+# The Bernstein ellipses tried (chebyshev_points): rho - 1 from 1e-4 to 100.
+_RHO = 1.0 + np.geomspace(1e-4, 1e2, 400)
+_RHO_A, _RHO_B = 0.5 * (_RHO + 1.0 / _RHO), 0.5 * (_RHO - 1.0 / _RHO)
+_LOG_RHO, _LOG_RHO_1 = np.log(_RHO), np.log(_RHO - 1.0)
 
 
 def abs_mean(mu, s: float) -> np.ndarray:
-    """``E|mu + s Z|`` for standard normal ``Z``: ``mu erf(mu / (s sqrt 2)) + 2 s phi(mu / s)``."""
-    t = mu / s
-    return mu * erf(t / np.sqrt(2.0)) + 2.0 * s * np.exp(-0.5 * t * t) / np.sqrt(2.0 * np.pi)
+    """``E|mu + s Z|`` for standard normal ``Z``: ``mu erf(u) + s sqrt(2/pi) exp(-u^2)``.
+
+    ``u = mu / (s sqrt 2)``; in place on two temporaries of the size of ``mu``.
+    """
+    mu = np.asarray(mu, dtype=float)
+    u = np.multiply(mu, 1.0 / (s * np.sqrt(2.0)), out=np.empty_like(mu))
+    out = erf(u, out=np.empty_like(mu))
+    out *= mu
+    np.square(u, out=u)
+    np.negative(u, out=u)
+    np.exp(u, out=u)
+    u *= s * _ROOT_2_OVER_PI
+    out += u
+    return out
 
 
-def pair_matrix(y: np.ndarray, s: float) -> np.ndarray:
-    """``E|y_i - y_k + s Z|`` for every ``i, k``: (n, n), from its lower triangle.
+def abs_excess(mu, s: float) -> np.ndarray:
+    """``E|mu + s Z| - |mu|``: ``s sqrt(2/pi) exp(-u^2) - |mu| erfc(|u|)``, positive, even.
+
+    Decreasing in ``|mu|`` (its derivative is ``-2 Phi(-|mu| / s)``); no
+    cancellation against ``|mu|``.
+    """
+    m = np.abs(np.asarray(mu, dtype=float))
+    u = np.multiply(m, 1.0 / (s * np.sqrt(2.0)), out=np.empty_like(m))
+    out = erfc(u, out=np.empty_like(m))
+    out *= m
+    np.square(u, out=u)
+    np.negative(u, out=u)
+    np.exp(u, out=u)
+    u *= s * _ROOT_2_OVER_PI
+    u -= out
+    return u
+
+
+def pair_matrix(y: np.ndarray, s: float, tol: float = 0.0) -> np.ndarray:
+    """``E|y_i - y_k + s Z|`` for every ``i, k`` of sorted ``y``: (n, n), from its lower triangle.
 
     The value is even in ``y_i - y_k``: each block of rows takes the columns
-    up to its end and is mirrored, about 56% of the entries evaluated.
+    up to its end and is mirrored.  ``tol > 0``: the entries beyond the
+    :func:`band_cut` take ``|y_i - y_k|`` (within ``tol`` of their value, no
+    special function evaluated).
     """
     n = len(y)
     out = np.empty((n, n))
+    cut = band_cut(s, tol) if tol > 0 else np.inf
     step = -(-n // _TRIANGLE_BLOCKS)
     for start in range(0, n, step):
         stop = min(start + step, n)
-        block = abs_mean(y[start:stop, None] - y[:stop], s)
-        out[start:stop, :stop] = block
+        near = min(int(np.searchsorted(y, y[start] - cut, side="left")), start)
+        block = out[start:stop, :stop]
+        np.subtract(y[start:stop, None], y[:near], out=block[:, :near])  # y sorted: >= 0
+        block[:, near:] = abs_mean(y[start:stop, None] - y[near:stop], s)
         out[:start, start:stop] = block[:, :start].T
     return out
 
 
-def chebyshev_factor(y: np.ndarray, s: float, points: int) -> tuple[np.ndarray, np.ndarray]:
-    """Return ``(L, G)`` with ``E|y_i - y_k + s Z| ~ (L G L^T)_ik``: (n, M) and (M, M).
+def pair_tol(y: np.ndarray, s: float) -> float:
+    """``PAIR_TOL_ULPS`` ulps of the largest ``E|y_i - y_k + s Z|`` (at the largest ``|m|``)."""
+    return PAIR_TOL_ULPS * _EPS * float(abs_mean(y[-1] - y[0], s)) if len(y) else 0.0
 
-    Chebyshev points of the first kind over ``[min y, max y]``; a target
-    that falls on a point gets that point's basis row exactly.
+
+def band_cut(s: float, tol: float) -> float:
+    """Smallest ``m`` on a grid of ``s / 100`` with ``E|m + s Z| - |m| <= tol``, or inf."""
+    below = _EXCESS_GRID * s <= tol  # the excess is s times a function of m / s
+    return float(_CUT_GRID[np.argmax(below)] * s) if below.any() else np.inf
+
+
+def chebyshev_points(span: float, s: float, pieces: int, tol: float) -> int:
+    """Fewest Chebyshev points per piece for which the factor's entries are within ``tol``.
+
+    ``pieces`` equal pieces of a range ``span``; the bound of the module's
+    docstring, minimised over the ellipse parameter ``rho`` (a grid of it).
     """
-    lo, hi = float(y.min()), float(y.max())
+    R = 0.5 * span / pieces  # a piece's half-width
+    far = span - R  # largest distance from a piece's centre to a target
+    a, b = _RHO_A, _RHO_B
+    log_e = (R * b) ** 2 / (2.0 * s * s)  # log |exp(-z^2 / (2 s^2))| on the ellipse
+    size = np.log(np.hypot(R * a + far, R * b))
+    log_k = np.logaddexp(size + np.logaddexp(0.0, log_e), np.log(s * _ROOT_2_OVER_PI) + log_e)
+    lebesgue = 2.0 / np.pi * np.log(_MAX_POINTS + 1.0) + 1.0  # at the most points tried
+    log_bound = np.log(4.0 * (1.0 + lebesgue)) + log_k - _LOG_RHO_1
+    need = 1.0 + (log_bound - np.log(tol)) / _LOG_RHO
+    return max(2, int(np.ceil(need.min())))
+
+
+def chebyshev_factor(y: np.ndarray, s: float, points: int, pieces: int = 1):
+    """Return ``(starts, L, G)``: ``E|y_i - y_k + s Z| ~ (L G L^T)_ik`` with ``L`` block diagonal.
+
+    ``y`` sorted; ``pieces`` equal pieces of ``[min y, max y]`` with
+    ``points`` Chebyshev points of the first kind each.  ``L`` (n, points)
+    holds row ``i``'s basis on its piece, rows ``starts[q]:starts[q + 1]``
+    in piece ``q`` (its block of columns ``q * points`` onwards); ``G``
+    (pieces * points, pieces * points).  A target on a point gets that
+    point's basis row exactly.
+    """
+    lo, hi = float(y[0]), float(y[-1])
+    edges = lo + (hi - lo) * np.arange(pieces + 1) / pieces
+    starts = np.searchsorted(y, edges, side="left")
+    starts[0], starts[-1] = 0, len(y)
     theta = np.pi * (2.0 * np.arange(points) + 1.0) / (2.0 * points)
-    t = 0.5 * (lo + hi) + 0.5 * (hi - lo) * np.cos(theta)
     bary = np.sin(theta) * (-1.0) ** np.arange(points)
-    D = y[:, None] - t
-    on_node = D == 0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        C = bary / D
-    hit = on_node.any(axis=1)
-    C[hit] = on_node[hit]
-    C /= C.sum(axis=1, keepdims=True)
-    return C, abs_mean(t[:, None] - t, s)
+    nodes, L = [], np.empty((len(y), points))
+    for q in range(pieces):
+        t = 0.5 * (edges[q] + edges[q + 1]) + 0.5 * (edges[q + 1] - edges[q]) * np.cos(theta)
+        nodes.append(t)
+        D = y[starts[q] : starts[q + 1], None] - t
+        on_node = D == 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            C = bary / D
+        hit = on_node.any(axis=1)
+        C[hit] = on_node[hit]
+        L[starts[q] : starts[q + 1]] = C / C.sum(axis=1, keepdims=True)
+    t = np.concatenate(nodes)
+    return starts, L, abs_mean(t[:, None] - t, s)
 
 
 class PairTerms:
-    """The matrices of one ``h_y > 0`` on the sorted training targets ``y``.
+    """The pair terms of one ``h_y > 0`` on the sorted training targets ``y``.
 
     Parameters
     ----------
@@ -106,60 +208,42 @@ class PairTerms:
     matrix : callable, optional
         ``matrix(s)`` returns the (n, n) matrix ``E|y_i - y_k + s Z|``, or
         None where it does not fit in memory (then ``B`` is built for each
-        row block and ``P`` by column blocks).  A search shares one that
-        keeps them: ``sqrt(2) h_y`` of one grid value is the next one's
-        ``h_y``, so ``P`` of one is ``B`` of the next.  Default: built here.
+        row block).  A search shares one that keeps them.  Default: built here.
     """
 
     def __init__(self, y: np.ndarray, h: float, matrix=None):
         self.y, self.h, self.s = y, h, np.sqrt(2.0) * h
-        self.matrix = matrix if matrix is not None else (lambda s: pair_matrix(y, s))
-        self.factor = self._low_rank()
-        self.nbytes = sum(a.nbytes for a in self.factor or ())
-
-    def _low_rank(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """Return the first verified factor of ``P`` tried, or None (the dense route)."""
-        y, n = self.y, len(self.y)
-        span = float(y.max() - y.min()) if n else 0.0
-        if not span > 0:
-            return None
-        guess = _POINTS_PER_WIDTH * span / self.s + 8
-        if not guess <= _MAX_POINTS:
-            return None
-        points = int(8 * np.ceil(guess / 8))
-        while points <= min(_MAX_POINTS, _MAX_POINTS_FRACTION * n):
-            L, G = chebyshev_factor(y, self.s, points)
-            with single_threaded_blas():  # thin products: BLAS threads only spin
-                error, largest = self._error(L, G)
-            if error <= PAIR_TOL_ULPS * _EPS * largest:
-                return L, G
-            points += points // 2
-        return None
-
-    def _error(self, L: np.ndarray, G: np.ndarray) -> tuple[float, float]:
-        """Largest ``|L G L^T - P|`` over all entries, and largest ``|P|``, by column blocks."""
-        LG, error, largest = L @ G, 0.0, 0.0
-        for cols, P in self._blocks(self.matrix(self.s)):
-            error = max(error, float(np.abs(LG @ L[cols].T - P).max()))
-            largest = max(largest, float(np.abs(P).max()))
-        return error, largest
-
-    def _blocks(self, P: np.ndarray | None):
-        """Column blocks of ``P``: one where it is kept, else ``n`` times a block in memory."""
-        n = len(self.y)
-        step = n if P is not None else max(1, _BLOCK_BYTES // (8 * n))
-        for start in range(0, n, step):
-            cols = slice(start, start + step)
-            yield cols, (P[:, cols] if P is not None else abs_mean(self.y[:, None] - self.y[cols],
-                                                                    self.s))  # fmt: skip
+        if matrix is None:
+            matrix = lambda s: pair_matrix(y, s, pair_tol(y, s))  # noqa: E731
+        self.matrix = matrix
+        n = len(y)
+        span = float(y[-1] - y[0]) if n else 0.0
+        self.tol = pair_tol(y, self.s)
+        self.factor, self.band = None, None
+        self.blocks = _band_blocks(y, band_cut(self.s, self.tol))
+        band_cost = n * (sum((nb.stop - nb.start) * (b.stop - b.start) for nb, b in self.blocks)
+                         + _BAND_PASS_COLUMNS * n)  # fmt: skip
+        best = (band_cost, None)
+        for pieces in range(1, _MAX_PIECES + 1) if span > 0 else ():
+            M = chebyshev_points(span, self.s, pieces, self.tol)
+            if pieces * M <= min(_MAX_POINTS, _MAX_POINTS_FRACTION * n):
+                best = min(best, (n * n * M + n * (pieces * M) ** 2, pieces, M), key=lambda c: c[0])
+        if best[1] is not None:
+            self.factor = chebyshev_factor(y, self.s, best[2], best[1])
+            self.nbytes = self.factor[1].nbytes + self.factor[2].nbytes
+        else:
+            size = 8 * sum((nb.stop - nb.start) * (b.stop - b.start) for nb, b in self.blocks)
+            if size <= _BAND_BYTES:
+                self.band = [abs_excess(y[nb, None] - y[b], self.s) for nb, b in self.blocks]
+            self.nbytes = size if self.band is not None else 0
 
     def crps(self, A: np.ndarray, rows) -> np.ndarray:
         """CRPS of the mixtures ``A`` (m, n) of the rows ``rows`` of ``y`` at their targets: (m,).
 
         ``rows``: a slice or indices into ``y``; the columns of ``A`` are in the order of ``y``.
-        One BLAS thread: the products are thin (the factor), or a few per
-        candidate where threads of a loaded machine spin (4x slower on 2
-        shared cores, ``python -m benchmarks conditional``).
+        One BLAS thread: the products are thin, or a few per candidate where
+        threads of a loaded machine spin (4x slower on 2 shared cores,
+        ``python -m benchmarks conditional``).
         """
         y = self.y
         B = self.matrix(self.h)
@@ -167,9 +251,55 @@ class PairTerms:
         out = np.einsum("ij,ij->i", A, near)
         with single_threaded_blas():
             if self.factor is not None:
-                L, G = self.factor
-                AL = A @ L
-                return out - 0.5 * np.einsum("ij,ij->i", AL @ G, AL)
-            for cols, P in self._blocks(self.matrix(self.s)):
-                out -= 0.5 * np.einsum("ij,ij->i", A @ P, A[:, cols])
+                return out - 0.5 * _factor_pairs(A, *self.factor)
+            out -= _abs_half_pairs(A, y)
+            band = self.band or (abs_excess(y[nb, None] - y[b], self.s) for nb, b in self.blocks)
+            for (nb, b), C in zip(self.blocks, band, strict=True):
+                out -= 0.5 * np.einsum("ij,ij->i", A[:, nb] @ C, A[:, b])
         return out
+
+
+def _factor_pairs(A: np.ndarray, starts: np.ndarray, L: np.ndarray, G: np.ndarray) -> np.ndarray:
+    """``(a^T L) G (L^T a)`` per row of ``A``; ``L`` block diagonal (:func:`chebyshev_factor`)."""
+    M = L.shape[1]
+    AL = np.empty((len(A), len(G)))
+    for q in range(len(starts) - 1):
+        rows = slice(starts[q], starts[q + 1])
+        np.matmul(A[:, rows], L[rows], out=AL[:, q * M : (q + 1) * M])
+    return np.einsum("ij,ij->i", AL @ G, AL)
+
+
+def _abs_half_pairs(A: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``1/2 sum_jk a_j a_k |y_j - y_k|`` per row of ``A``, columns in sorted ``y`` order.
+
+    ``sum_k a_k y_k (2 C_k - a_k - S)`` with ``C`` the cumulative weights and
+    ``S`` their total (the identity holds for any total); ``y`` centred, the
+    sum is invariant to a shift.
+    """
+    C = np.cumsum(A, axis=1)
+    total = C[:, -1:].copy()
+    C *= 2.0
+    C -= A
+    C -= total
+    C *= y - y[len(y) // 2]
+    return np.einsum("ij,ij->i", A, C)
+
+
+def _band_blocks(y: np.ndarray, cut: float) -> list[tuple[slice, slice]]:
+    """``(neighbours, block)`` slices: blocks of sorted rows and the columns within ``cut``.
+
+    Every ``k`` with ``|y_i - y_k| <= cut`` for a row ``i`` of the block is
+    among its neighbours (``y`` sorted).
+    """
+    n, out = len(y), []
+    for start in range(0, n, _BAND_ROWS):
+        stop = min(start + _BAND_ROWS, n)
+        lo = int(np.searchsorted(y, y[start] - cut, side="left"))
+        hi = int(np.searchsorted(y, y[stop - 1] + cut, side="right"))
+        out.append((slice(lo, hi), slice(start, stop)))
+    return out
+
+
+# E|m + Z| - |m| on a grid of m (band_cut scales it by s): 0 beyond 40.
+_CUT_GRID = np.arange(0.0, 40.0, 0.01)
+_EXCESS_GRID = abs_excess(_CUT_GRID, 1.0)
