@@ -59,6 +59,9 @@ _COARSE_STEP = 4
 # Rows of leave-one-out weights per chunk, and columns of the CRPS pair matrix per
 # block: n x this many bytes of floats.
 _CHUNK_BYTES = 2**26
+# The leave-one-out rows (n, n) of the bandwidths scored are kept up to this size where
+# h is scanned again (at most _CHUNK_BYTES: one chunk): 32 bandwidths at n = 500.
+_MAX_ROWS_BYTES = 2**26
 # The (n, n) matrices of the h_y (PairTerms) are kept between the candidates of h up to
 # this size; beyond it each chunk rebuilds them (the pair matrix by column blocks).
 _MAX_PAIR_BYTES = 2**28
@@ -131,19 +134,47 @@ def _sorted_loo_chunks(est, y: np.ndarray, fused):
         yield rows, place[rows], A[:, order]
 
 
-def _crps_per_row(ctx, est, y: np.ndarray, hys: np.ndarray, out: np.ndarray) -> None:
-    """Fill ``out`` (k, n) with each training row's leave-one-out CRPS, one row per ``h_y``."""
-    fused = est._fused(est._mixture)
-    if fused is not None and (hys == 0).any():  # the engine's per-row kernel: no n x n matrix
-        out[hys == 0] = fused.loo_empirical_crps(est._options())
-    todo = np.flatnonzero(hys > 0) if fused is not None else np.arange(len(hys))
-    ys = np.sort(y, kind="stable")
-    for rows, places, A in _sorted_loo_chunks(est, y, fused) if todo.size else ():
-        for k in todo:
+def _crps_per_row(ctx, fit, h, y: np.ndarray, hys: np.ndarray, out: np.ndarray) -> None:
+    """Fill ``out`` (k, n): each training row's leave-one-out CRPS at ``h``, a row per ``h_y``.
+
+    ``fit()`` returns the estimator fitted at ``h``: called unless the rows
+    of ``h`` are kept (:func:`_loo_rows`).
+    """
+    ys, fused = np.sort(y, kind="stable"), None
+    if (hys == 0).any():
+        est = fit()
+        fused = est._fused(est._mixture)
+        if fused is not None:  # the engine's per-row kernel: no n x n matrix
+            out[hys == 0] = fused.loo_empirical_crps(est._options())
+            if (hys == 0).all():
+                return
+    for rows, places, A in _loo_rows(ctx, fit, h, y):
+        for k in range(len(hys)):
             if hys[k] > 0:
                 out[k, rows] = _pair_terms(ctx, ys, hys[k]).crps(A, places)
-            else:
+            elif fused is None:
                 out[k, rows] = crps_rows(A, y[rows], ys, 0.0)
+
+
+def _loo_rows(ctx, fit, h, y: np.ndarray):
+    """Return the chunks ``(rows, places, A)`` of :func:`_sorted_loo_chunks` at ``h``.
+
+    Kept where the search scans ``h`` more than once (``ctx.cache["crps_keep_rows"]``:
+    the coordinate search over ``h`` and ``h_y`` scans ``h`` again at the next
+    ``h_y``, 13 of its 16 candidates the same on the default grid) and the kept
+    ones fit in ``_MAX_ROWS_BYTES``.  Not otherwise: new memory for each kept
+    matrix costs more than a refit saves (``python -m benchmarks conditional``).
+    """
+    kept = ctx.cache.setdefault("crps_rows", {})
+    key = np.asarray(h, dtype=float).tobytes()
+    if key in kept:
+        return kept[key]
+    est = fit()
+    chunks = _sorted_loo_chunks(est, y, est._fused(est._mixture))
+    if ctx.cache.get("crps_keep_rows") and 8 * len(y) ** 2 * (len(kept) + 1) <= _MAX_ROWS_BYTES:
+        kept[key] = list(chunks)  # one chunk: _MAX_ROWS_BYTES <= _CHUNK_BYTES
+        return kept[key]
+    return chunks
 
 
 def _scores(ctx, X, y, w, h, y_bandwidths) -> tuple[np.ndarray, np.ndarray]:
@@ -151,7 +182,7 @@ def _scores(ctx, X, y, w, h, y_bandwidths) -> tuple[np.ndarray, np.ndarray]:
     hys = np.asarray(y_bandwidths, dtype=float)
     per_row = np.empty((len(hys), len(y)))
     if ctx.criterion == "crps":
-        _crps_per_row(ctx, _fitted(ctx, X, y, w, h, hys[0]), y, hys, per_row)
+        _crps_per_row(ctx, lambda: _fitted(ctx, X, y, w, h, hys[0]), h, y, hys, per_row)
     else:
         est = _fitted(ctx, X, y, w, h, hys[0])
         taus = np.atleast_1d(np.asarray(est.quantile, dtype=float))
@@ -301,6 +332,7 @@ def _coordinate_search(ctx, X, y, w, h_all, y_all):
     j = int(np.argmin(np.abs(np.log(y_all / np.median(y_all))))) if y_all[0] > 0 else 0
     cache: dict = {}
     sorted_h = bool(np.all(np.diff(logs) > 0))
+    ctx.cache["crps_keep_rows"] = len(y_all) > 1  # h is scanned again at another h_y
 
     def score_h(a: int, j: int) -> float:
         if (a, j) not in cache:

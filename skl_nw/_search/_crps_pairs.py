@@ -34,6 +34,7 @@ rounding.  The one with fewer flops is taken:
 from __future__ import annotations
 
 import numpy as np
+from scipy.linalg.blas import dtrmm
 from scipy.special import erf, erfc
 
 from .._engine import single_threaded_blas
@@ -159,10 +160,12 @@ def chebyshev_points(span: float, s: float, pieces: int, tol: float) -> int:
     log_e = (R * b) ** 2 / (2.0 * s * s)  # log |exp(-z^2 / (2 s^2))| on the ellipse
     size = np.log(np.hypot(R * a + far, R * b))
     log_k = np.logaddexp(size + np.logaddexp(0.0, log_e), np.log(s * _ROOT_2_OVER_PI) + log_e)
-    lebesgue = 2.0 / np.pi * np.log(_MAX_POINTS + 1.0) + 1.0  # at the most points tried
-    log_bound = np.log(4.0 * (1.0 + lebesgue)) + log_k - _LOG_RHO_1
-    need = 1.0 + (log_bound - np.log(tol)) / _LOG_RHO
-    return max(2, int(np.ceil(need.min())))
+    points = _MAX_POINTS
+    for _ in range(2):  # Lambda at the most points tried, then at the count it gave (fewer)
+        lebesgue = 2.0 / np.pi * np.log(points + 1.0) + 1.0
+        log_bound = np.log(4.0 * (1.0 + lebesgue)) + log_k - _LOG_RHO_1
+        points = max(2, int(np.ceil(1.0 + ((log_bound - np.log(tol)) / _LOG_RHO).min())))
+    return points
 
 
 def chebyshev_factor(y: np.ndarray, s: float, points: int, pieces: int = 1):
@@ -227,14 +230,18 @@ class PairTerms:
         for pieces in range(1, _MAX_PIECES + 1) if span > 0 else ():
             M = chebyshev_points(span, self.s, pieces, self.tol)
             if pieces * M <= min(_MAX_POINTS, _MAX_POINTS_FRACTION * n):
-                best = min(best, (n * n * M + n * (pieces * M) ** 2, pieces, M), key=lambda c: c[0])
+                cost = n * n * M + n * (pieces * M) ** 2 // 2  # A @ L, then a triangular G
+                best = min(best, (cost, pieces, M), key=lambda c: c[0])
         if best[1] is not None:
-            self.factor = chebyshev_factor(y, self.s, best[2], best[1])
-            self.nbytes = self.factor[1].nbytes + self.factor[2].nbytes
+            starts, L, G = chebyshev_factor(y, self.s, best[2], best[1])
+            # a^T G a = a^T T a with T upper triangular: half the flops of G (trmm).
+            T = np.asfortranarray(np.triu(G, 1) * 2.0 + np.diag(np.diag(G)))
+            self.factor = (starts, L, T)
+            self.nbytes = L.nbytes + T.nbytes
         else:
             size = 8 * sum((nb.stop - nb.start) * (b.stop - b.start) for nb, b in self.blocks)
             if size <= _BAND_BYTES:
-                self.band = [abs_excess(y[nb, None] - y[b], self.s) for nb, b in self.blocks]
+                self.band = [_band_matrix(y, self.s, b, r) for b, r in self.blocks]
             self.nbytes = size if self.band is not None else 0
 
     def crps(self, A: np.ndarray, rows) -> np.ndarray:
@@ -253,20 +260,20 @@ class PairTerms:
             if self.factor is not None:
                 return out - 0.5 * _factor_pairs(A, *self.factor)
             out -= _abs_half_pairs(A, y)
-            band = self.band or (abs_excess(y[nb, None] - y[b], self.s) for nb, b in self.blocks)
-            for (nb, b), C in zip(self.blocks, band, strict=True):
-                out -= 0.5 * np.einsum("ij,ij->i", A[:, nb] @ C, A[:, b])
+            band = self.band or (_band_matrix(y, self.s, b, r) for b, r in self.blocks)
+            for (b, r), C in zip(self.blocks, band, strict=True):
+                out -= 0.5 * np.einsum("ij,ij->i", A[:, b] @ C, A[:, r])
         return out
 
 
-def _factor_pairs(A: np.ndarray, starts: np.ndarray, L: np.ndarray, G: np.ndarray) -> np.ndarray:
-    """``(a^T L) G (L^T a)`` per row of ``A``; ``L`` block diagonal (:func:`chebyshev_factor`)."""
+def _factor_pairs(A: np.ndarray, starts: np.ndarray, L: np.ndarray, T: np.ndarray) -> np.ndarray:
+    """``(a^T L) T (L^T a)`` per row of ``A``; ``L`` block diagonal, ``T`` upper triangular."""
     M = L.shape[1]
-    AL = np.empty((len(A), len(G)))
+    AL = np.empty((len(A), len(T)), order="F")
     for q in range(len(starts) - 1):
         rows = slice(starts[q], starts[q + 1])
         np.matmul(A[:, rows], L[rows], out=AL[:, q * M : (q + 1) * M])
-    return np.einsum("ij,ij->i", AL @ G, AL)
+    return np.einsum("ij,ij->i", dtrmm(1.0, T, AL, side=1), AL)
 
 
 def _abs_half_pairs(A: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -286,18 +293,30 @@ def _abs_half_pairs(A: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _band_blocks(y: np.ndarray, cut: float) -> list[tuple[slice, slice]]:
-    """``(neighbours, block)`` slices: blocks of sorted rows and the columns within ``cut``.
+    """``(block, right)`` slices: blocks of sorted rows, columns from each to the band's end.
 
-    Every ``k`` with ``|y_i - y_k| <= cut`` for a row ``i`` of the block is
-    among its neighbours (``y`` sorted).
+    ``right`` runs from the block's start to the last column within ``cut``
+    of it.  Every ``k >= start`` with ``|y_i - y_k| <= cut`` for a row ``i`` of the
+    block is among them (``y`` sorted); the columns before the block are the
+    earlier blocks' (the matrix is symmetric).
     """
     n, out = len(y), []
     for start in range(0, n, _BAND_ROWS):
         stop = min(start + _BAND_ROWS, n)
-        lo = int(np.searchsorted(y, y[start] - cut, side="left"))
         hi = int(np.searchsorted(y, y[stop - 1] + cut, side="right"))
-        out.append((slice(lo, hi), slice(start, stop)))
+        out.append((slice(start, stop), slice(start, max(hi, stop))))
     return out
+
+
+def _band_matrix(y: np.ndarray, s: float, block: slice, right: slice) -> np.ndarray:
+    """``c(y_i - y_k)`` for ``i`` in ``block``, ``k`` in ``right``; doubled beyond the block.
+
+    ``sum_ik a_i C_ik a_k`` over the whole band is the sum over the blocks of
+    ``a_block^T (this) a_right``: each pair off the diagonal blocks once, twice.
+    """
+    C = abs_excess(y[block, None] - y[right], s)
+    C[:, block.stop - block.start :] *= 2.0
+    return C
 
 
 # E|m + Z| - |m| on a grid of m (band_cut scales it by s): 0 beyond 40.
