@@ -151,7 +151,7 @@ def _crps_per_row(ctx, fit, h, y: np.ndarray, hys: np.ndarray, out: np.ndarray) 
     for rows, places, A in _loo_rows(ctx, fit, h, y):
         for k in range(len(hys)):
             if hys[k] > 0:
-                out[k, rows] = _pair_terms(ctx, ys, hys[k]).crps(A, places)
+                out[k, rows] = _pair_terms(ctx, ys, hys[k], len(hys) > 1).crps(A, places)
             elif fused is None:
                 out[k, rows] = crps_rows(A, y[rows], ys, 0.0)
 
@@ -214,11 +214,19 @@ def _fitted(ctx, X, y, w, h, hy):
     return est._fit_validated(*ctx.cache["crps_data"], w)
 
 
-def _pair_terms(ctx, ys, hy) -> PairTerms:
-    """Return the :class:`PairTerms` of ``h_y`` on the sorted targets ``ys`` (kept)."""
+def _pair_terms(ctx, ys, hy, few: bool = False) -> PairTerms:
+    """Return the :class:`PairTerms` of ``h_y`` on the sorted targets ``ys`` (kept).
+
+    ``few``: scored at few bandwidths (a scan of ``h_y`` at one ``h``): the
+    near term from the factor's points where one holds (no (n, n) matrix
+    built), unless its matrix is kept; rebuilt with the matrix where the
+    search then scans ``h`` at this ``h_y`` (16 bandwidths).
+    """
     cache = ctx.cache.setdefault("crps_pairs", {})
-    if hy not in cache:
-        terms = PairTerms(ys, hy, _matrices(ctx, ys))
+    if hy not in cache or (not few and cache[hy].near is not None):  # now scored at many
+        matrix = _matrices(ctx, ys)
+        few = few and float(f"{hy:.12g}") not in ctx.cache["crps_matrices"]
+        terms = PairTerms(ys, hy, matrix, few)
         if sum(t.nbytes for t in cache.values()) + terms.nbytes > _MAX_PAIR_BYTES:
             cache.clear()  # the factors (n, M) of many h_y at a large n
         cache[hy] = terms

@@ -178,6 +178,12 @@ def chebyshev_factor(y: np.ndarray, s: float, points: int, pieces: int = 1):
     (pieces * points, pieces * points).  A target on a point gets that
     point's basis row exactly.
     """
+    starts, L, t = _lagrange_rows(y, points, pieces)
+    return starts, L, abs_mean(t[:, None] - t, s)
+
+
+def _lagrange_rows(y: np.ndarray, points: int, pieces: int):
+    """Return ``(starts, L, nodes)`` of :func:`chebyshev_factor` (``nodes`` piece by piece)."""
     lo, hi = float(y[0]), float(y[-1])
     edges = lo + (hi - lo) * np.arange(pieces + 1) / pieces
     starts = np.searchsorted(y, edges, side="left")
@@ -195,8 +201,7 @@ def chebyshev_factor(y: np.ndarray, s: float, points: int, pieces: int = 1):
         hit = on_node.any(axis=1)
         C[hit] = on_node[hit]
         L[starts[q] : starts[q + 1]] = C / C.sum(axis=1, keepdims=True)
-    t = np.concatenate(nodes)
-    return starts, L, abs_mean(t[:, None] - t, s)
+    return starts, L, np.concatenate(nodes)
 
 
 class PairTerms:
@@ -214,35 +219,46 @@ class PairTerms:
         row block).  A search shares one that keeps them.  Default: built here.
     """
 
-    def __init__(self, y: np.ndarray, h: float, matrix=None):
+    def __init__(self, y: np.ndarray, h: float, matrix=None, few: bool = False):
         self.y, self.h, self.s = y, h, np.sqrt(2.0) * h
         if matrix is None:
             matrix = lambda s: pair_matrix(y, s, pair_tol(y, s))  # noqa: E731
         self.matrix = matrix
-        n = len(y)
-        span = float(y[-1] - y[0]) if n else 0.0
         self.tol = pair_tol(y, self.s)
-        self.factor, self.band = None, None
+        self.factor, self.band, self.near = None, None, None
         self.blocks = _band_blocks(y, band_cut(self.s, self.tol))
-        band_cost = n * (sum((nb.stop - nb.start) * (b.stop - b.start) for nb, b in self.blocks)
-                         + _BAND_PASS_COLUMNS * n)  # fmt: skip
-        best = (band_cost, None)
-        for pieces in range(1, _MAX_PIECES + 1) if span > 0 else ():
-            M = chebyshev_points(span, self.s, pieces, self.tol)
-            if pieces * M <= min(_MAX_POINTS, _MAX_POINTS_FRACTION * n):
-                cost = n * n * M + n * (pieces * M) ** 2 // 2  # A @ L, then a triangular G
-                best = min(best, (cost, pieces, M), key=lambda c: c[0])
-        if best[1] is not None:
-            starts, L, G = chebyshev_factor(y, self.s, best[2], best[1])
-            # a^T G a = a^T T a with T upper triangular: half the flops of G (trmm).
-            T = np.asfortranarray(np.triu(G, 1) * 2.0 + np.diag(np.diag(G)))
-            self.factor = (starts, L, T)
-            self.nbytes = L.nbytes + T.nbytes
-        else:
-            size = 8 * sum((nb.stop - nb.start) * (b.stop - b.start) for nb, b in self.blocks)
-            if size <= _BAND_BYTES:
+        size = sum((b.stop - b.start) * (r.stop - r.start) for b, r in self.blocks)
+        n = len(y)
+        if few and self._factor(h, pair_tol(y, h), np.inf):  # B from the same points
+            starts, L, T = self.factor
+            t = _lagrange_rows(y, L.shape[1], len(starts) - 1)[2]
+            self.near = abs_mean(t[:, None] - t, h)
+        elif not self._factor(self.s, self.tol, n * size + _BAND_PASS_COLUMNS * n * n):
+            if 8 * size <= _BAND_BYTES:
                 self.band = [_band_matrix(y, self.s, b, r) for b, r in self.blocks]
-            self.nbytes = size if self.band is not None else 0
+        parts = self.factor or self.band or ()
+        self.nbytes = sum(a.nbytes for a in parts if isinstance(a, np.ndarray))
+
+    def _factor(self, s: float, tol: float, rival: float) -> bool:
+        """Keep the cheapest piecewise factor within ``tol`` at ``s`` if it costs below ``rival``.
+
+        The cost in multiply-adds a candidate: ``A @ L``, then ``T`` (half of
+        ``G``), and with ``near`` its own ``G`` (whole).
+        """
+        y, n = self.y, len(self.y)
+        span = float(y[-1] - y[0]) if n else 0.0
+        best = (rival, 0, 0)
+        for pieces in range(1, _MAX_PIECES + 1) if span > 0 else ():
+            M = chebyshev_points(span, s, pieces, tol)
+            if pieces * M <= min(_MAX_POINTS, _MAX_POINTS_FRACTION * n):
+                cost = n * n * M + n * (pieces * M) ** 2 * (3 if s == self.h else 1) // 2
+                best = min(best, (cost, pieces, M), key=lambda c: c[0])
+        if not best[1]:
+            return False
+        starts, L, G = chebyshev_factor(y, self.s, best[2], best[1])
+        # a^T G a = a^T T a with T upper triangular: half the flops of G (trmm).
+        self.factor = (starts, L, np.asfortranarray(np.triu(G, 1) * 2.0 + np.diag(np.diag(G))))
+        return True
 
     def crps(self, A: np.ndarray, rows) -> np.ndarray:
         """CRPS of the mixtures ``A`` (m, n) of the rows ``rows`` of ``y`` at their targets: (m,).
@@ -253,27 +269,42 @@ class PairTerms:
         ``python -m benchmarks conditional``).
         """
         y = self.y
+        if self.near is not None:
+            with single_threaded_blas():
+                return self._factor_crps(A, rows)
         B = self.matrix(self.h)
         near = B[rows] if B is not None else abs_mean(y[rows][:, None] - y, self.h)
         out = np.einsum("ij,ij->i", A, near)
         with single_threaded_blas():
             if self.factor is not None:
-                return out - 0.5 * _factor_pairs(A, *self.factor)
+                AL = _basis_sums(A, *self.factor[:2])
+                return out - 0.5 * np.einsum("ij,ij->i", dtrmm(1.0, self.factor[2], AL, side=1), AL)
             out -= _abs_half_pairs(A, y)
             band = self.band or (_band_matrix(y, self.s, b, r) for b, r in self.blocks)
             for (b, r), C in zip(self.blocks, band, strict=True):
                 out -= 0.5 * np.einsum("ij,ij->i", A[:, b] @ C, A[:, r])
         return out
 
+    def _factor_crps(self, A: np.ndarray, rows) -> np.ndarray:
+        """Both terms from the factor: ``near_r = L_r G_B (L^T a)``, pairs ``(a^T L) T (L^T a)``."""
+        starts, L, T = self.factor
+        AL = _basis_sums(A, starts, L)
+        pairs = np.einsum("ij,ij->i", dtrmm(1.0, T, AL, side=1), AL)
+        M, places = L.shape[1], np.arange(len(self.y))[rows]
+        piece = np.searchsorted(starts, places, side="right") - 1
+        NG = np.ascontiguousarray(AL @ self.near).reshape(len(A), -1, M)
+        near = np.einsum("ij,ij->i", NG[np.arange(len(A)), piece], L[places])
+        return near - 0.5 * pairs
 
-def _factor_pairs(A: np.ndarray, starts: np.ndarray, L: np.ndarray, T: np.ndarray) -> np.ndarray:
-    """``(a^T L) T (L^T a)`` per row of ``A``; ``L`` block diagonal, ``T`` upper triangular."""
+
+def _basis_sums(A: np.ndarray, starts: np.ndarray, L: np.ndarray) -> np.ndarray:
+    """Return ``A @ L`` for the block diagonal ``L`` of :func:`chebyshev_factor`: (m, p M)."""
     M = L.shape[1]
-    AL = np.empty((len(A), len(T)), order="F")
+    AL = np.empty((len(A), M * (len(starts) - 1)), order="F")
     for q in range(len(starts) - 1):
         rows = slice(starts[q], starts[q + 1])
         np.matmul(A[:, rows], L[rows], out=AL[:, q * M : (q + 1) * M])
-    return np.einsum("ij,ij->i", dtrmm(1.0, T, AL, side=1), AL)
+    return AL
 
 
 def _abs_half_pairs(A: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -135,10 +135,11 @@ def test_excess_over_the_absolute_value(rng):
 
 
 @pytest.mark.parametrize("shift", [0.0, 1e3])
-@pytest.mark.parametrize("route", ["factor", "band"])
+@pytest.mark.parametrize("route", ["factor", "band", "factor near"])
 def test_pair_terms_rows_equal_the_dense_formula(route, shift, rng, monkeypatch):
     # Each route's CRPS of mixture rows (sparse and spread weights, ties, an offset)
-    # against the double sums with the direct matrices, at several h_y.
+    # against the double sums with the direct matrices, at several h_y; "factor
+    # near": the near term from the factor's points too (no matrix of it).
     if route == "band":
         monkeypatch.setattr(_crps_pairs, "_MAX_POINTS_FRACTION", 0.0)
     y = np.sort(np.round(rng.normal(size=300), 3)) + shift
@@ -146,11 +147,12 @@ def test_pair_terms_rows_equal_the_dense_formula(route, shift, rng, monkeypatch)
     A /= A.sum(axis=1, keepdims=True)
     rows = rng.choice(300, 40, replace=False)
     for hy in (0.01, 0.2, 1.0):
-        terms = PairTerms(y, hy)
+        terms = PairTerms(y, hy, few=route == "factor near")
         if route == "band" or hy == 0.01:
-            assert terms.factor is None
+            assert terms.factor is None and terms.near is None
         elif hy == 1.0:
             assert terms.factor is not None
+            assert (terms.near is not None) == (route == "factor near")
         D = y[:, None] - y
         near = (A * _gaussian_abs_mean(D[rows], hy)).sum(axis=1)
         pairs = np.einsum("ij,jk,ik->i", A, _gaussian_abs_mean(D, np.sqrt(2.0) * hy), A)
