@@ -15,9 +15,9 @@ with ``A(m, s) = E|m + s Z| = m (2 Phi(m / s) - 1) + 2 s phi(m / s)``; at
 ``sum_j a_j |y - y_j| - 1/2 sum_jk a_j a_k |y_j - y_k|``, whose pair sum is
 ``O(n)`` per row in sorted ``y`` order (``sum_k a_k y_k (2 C_k - a_k - 1)``,
 ``C`` the cumulative weights).  The Gaussian pair sum is the row's quadratic
-form with the matrix ``A(y_j - y_k, sqrt(2) h_y)``: through a low-rank
-factor of it checked on every entry where one holds, else one matrix
-product per chunk of rows (:mod:`._crps_pairs`).  The leave-one-out rows
+form with the matrix ``A(y_j - y_k, sqrt(2) h_y)``: through a piecewise
+Chebyshev factor of it, or a band about ``|y_j - y_k|``, each within a
+tolerance proved a priori (:mod:`._crps_pairs`).  The leave-one-out rows
 come with their columns in the order of ``y``: the engine's compiled rows
 where it has them.
 """

@@ -29,6 +29,13 @@ rounding.  The one with fewer flops is taken:
   ``|m|``: ``a^T |y_i - y_k| a`` in O(n) per row in sorted order, ``c`` kept
   where it exceeds the tolerance (blocks of sorted rows against the columns
   within the cut), every dropped entry below it.
+
+The rounding of either form is not in the bound: it is that of the stable
+barycentric formula and of the products, a few ulps (the tests hold every
+entry of the factor within the tolerance of the direct formula).  ``B`` is
+kept as an (n, n) matrix (its entries beyond the cut ``|y_i - y_k|``), or,
+for an ``h_y`` scored at few bandwidths, interpolated at the factor's
+points, chosen for the bound at ``h_y`` itself (``B``'s ``s``, the smaller).
 """
 
 from __future__ import annotations
@@ -56,19 +63,22 @@ _ROOT_2_OVER_PI = np.sqrt(2.0 / np.pi)
 #: The forms' largest entry error, in ulps of the largest pair term: below the dense
 #: product's own rounding (up to n ulps of it).
 PAIR_TOL_ULPS = 32
-# The factor's points per piece are bounded by this fraction of n and this number: its
+# The factor's points (all pieces) are bounded by this fraction of n and this number: its
 # products cost n^2 M multiply-adds a candidate against the dense n^3.
 _MAX_POINTS_FRACTION = 0.5
 _MAX_POINTS = 1024
 # Pieces of the targets' range tried for the factor: more pieces, fewer points each
 # (A @ L costs n^2 M) but a larger G (the (n, p M) @ (p M, p M) product); the flop
-# count chooses (n = 500: p = 2 at the rule's h_y, ``python -m benchmarks conditional``).
+# count chooses (n = 500: 4 at the rule's h_y and where the joint search scans h; 3 to 6
+# time alike there, one piece 1.4-1.7x slower; ``python -m benchmarks conditional``).
 _MAX_PIECES = 4
 # The band's |y_i - y_k| part costs about 7 passes over the (m, n) rows (cumsum,
 # products, the row sums): as many multiply-adds as a factor of this many columns
 # (0.1 ms a pass against 0.55 ms for M = 48 on n = 500, one BLAS thread).
 _BAND_PASS_COLUMNS = 64
-# Sorted rows per block of the band (each against its neighbours within the cut).
+# Sorted rows per block of the band (each against the columns from it to the cut): wider
+# blocks take more columns beyond the cut, narrower ones thinner products; 64 at n = 500
+# (``python -m benchmarks conditional``, the selection's three smallest h_y).
 _BAND_ROWS = 64
 # The band's blocks are kept up to this many bytes, else rebuilt at each call.
 _BAND_BYTES = 2**26
@@ -229,13 +239,10 @@ class PairTerms:
         self.blocks = _band_blocks(y, band_cut(self.s, self.tol))
         size = sum((b.stop - b.start) * (r.stop - r.start) for b, r in self.blocks)
         n = len(y)
-        if few and self._factor(h, pair_tol(y, h), np.inf):  # B from the same points
-            starts, L, T = self.factor
-            t = _lagrange_rows(y, L.shape[1], len(starts) - 1)[2]
-            self.near = abs_mean(t[:, None] - t, h)
-        elif not self._factor(self.s, self.tol, n * size + _BAND_PASS_COLUMNS * n * n):
-            if 8 * size <= _BAND_BYTES:
-                self.band = [_band_matrix(y, self.s, b, r) for b, r in self.blocks]
+        band_cost = n * size + _BAND_PASS_COLUMNS * n * n
+        near = few and self._factor(h, pair_tol(y, h), np.inf)  # B from the same points
+        if not near and not self._factor(self.s, self.tol, band_cost) and 8 * size <= _BAND_BYTES:
+            self.band = [_band_matrix(y, self.s, b, r) for b, r in self.blocks]
         parts = self.factor or self.band or ()
         self.nbytes = sum(a.nbytes for a in parts if isinstance(a, np.ndarray))
 
@@ -255,9 +262,12 @@ class PairTerms:
                 best = min(best, (cost, pieces, M), key=lambda c: c[0])
         if not best[1]:
             return False
-        starts, L, G = chebyshev_factor(y, self.s, best[2], best[1])
+        starts, L, t = _lagrange_rows(y, best[2], best[1])
+        G = abs_mean(t[:, None] - t, self.s)
         # a^T G a = a^T T a with T upper triangular: half the flops of G (trmm).
         self.factor = (starts, L, np.asfortranarray(np.triu(G, 1) * 2.0 + np.diag(np.diag(G))))
+        if s == self.h:  # the points hold B (the smaller s): its G too
+            self.near = abs_mean(t[:, None] - t, self.h)
         return True
 
     def crps(self, A: np.ndarray, rows) -> np.ndarray:
