@@ -180,3 +180,34 @@ def test_compiled_leave_one_out_rows_equal_the_attention_weights(monkeypatch):
     for key in ("mean_test_score", "std_test_score"):
         assert np.all(np.isfinite(runs[0][key]))
         np.testing.assert_allclose(runs[0][key], runs[1][key], rtol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore:The selected bandwidth")
+@pytest.mark.parametrize("case", ["categorical", "robust", "pinball", "weighted"])
+def test_refits_of_the_validated_data_equal_public_fits(case, monkeypatch):
+    # The search refits its clone at each candidate without validating the data again;
+    # against the same search with a fresh clone and the public fit at every candidate.
+    from sklearn.base import clone
+
+    from skl_nw import KernelQuantileRegressor
+    from skl_nw._search import _crps
+
+    X, y, rng = _data(150, 5)
+    w = rng.integers(0, 3, len(y)).astype(float) if case == "weighted" else None
+    est = NadarayaWatsonRegressor(robust_iterations=1 if case == "robust" else 0)
+    if case == "categorical":
+        X[:, 1] = rng.integers(0, 3, len(y))
+        est = NadarayaWatsonRegressor(categorical_features=[1])
+    if case == "pinball":
+        est = KernelQuantileRegressor(quantile=[0.2, 0.7])
+    criterion = "pinball" if case == "pinball" else "crps"
+    runs = [BandwidthSearchCV(est, criterion=criterion).fit(X, y, sample_weight=w)]
+
+    def public(ctx, X, y, w, h, hy):
+        return clone(ctx.estimator).set_params(bandwidth=h, y_bandwidth=hy).fit(X, y, w)
+
+    monkeypatch.setattr(_crps, "_fitted", public)
+    runs.append(BandwidthSearchCV(est, criterion=criterion).fit(X, y, sample_weight=w))
+    first, second = (r.cv_results_ for r in runs)
+    assert [str(p) for p in first["params"]] == [str(p) for p in second["params"]]
+    np.testing.assert_array_equal(first["mean_test_score"], second["mean_test_score"])
