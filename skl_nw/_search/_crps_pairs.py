@@ -99,7 +99,8 @@ def abs_mean(mu, s: float) -> np.ndarray:
     u = np.multiply(mu, 1.0 / (s * np.sqrt(2.0)), out=np.empty_like(mu))
     out = erf(u, out=np.empty_like(mu))
     out *= mu
-    np.square(u, out=u)
+    with np.errstate(over="ignore"):  # u^2 beyond the floats: exp(-inf) = 0
+        np.square(u, out=u)
     np.negative(u, out=u)
     np.exp(u, out=u)
     u *= s * _ROOT_2_OVER_PI
@@ -117,7 +118,8 @@ def abs_excess(mu, s: float) -> np.ndarray:
     u = np.multiply(m, 1.0 / (s * np.sqrt(2.0)), out=np.empty_like(m))
     out = erfc(u, out=np.empty_like(m))
     out *= m
-    np.square(u, out=u)
+    with np.errstate(over="ignore"):  # u^2 beyond the floats: exp(-inf) = 0
+        np.square(u, out=u)
     np.negative(u, out=u)
     np.exp(u, out=u)
     u *= s * _ROOT_2_OVER_PI
@@ -167,6 +169,8 @@ def chebyshev_points(span: float, s: float, pieces: int, tol: float) -> int:
     R = 0.5 * span / pieces  # a piece's half-width
     far = span - R  # largest distance from a piece's centre to a target
     a, b = _RHO_A, _RHO_B
+    if not R / s < 1e100:  # far beyond any count of points tried
+        return _MAX_POINTS + 1
     log_e = (R * b) ** 2 / (2.0 * s * s)  # log |exp(-z^2 / (2 s^2))| on the ellipse
     size = np.log(np.hypot(R * a + far, R * b))
     log_k = np.logaddexp(size + np.logaddexp(0.0, log_e), np.log(s * _ROOT_2_OVER_PI) + log_e)

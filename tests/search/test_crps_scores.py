@@ -211,3 +211,20 @@ def test_refits_of_the_validated_data_equal_public_fits(case, monkeypatch):
     first, second = (r.cv_results_ for r in runs)
     assert [str(p) for p in first["params"]] == [str(p) for p in second["params"]]
     np.testing.assert_array_equal(first["mean_test_score"], second["mean_test_score"])
+
+
+def test_pair_terms_at_a_y_bandwidth_far_below_the_spacing(rng):
+    # h_y = 1e-200: no overflow warning, the empirical CRPS of each row (the
+    # Gaussian's excess over |d| below the floats' resolution of the result).
+    import warnings
+
+    y = np.sort(rng.normal(size=120))
+    A = rng.random((30, 120))
+    A /= A.sum(axis=1, keepdims=True)
+    rows = rng.choice(120, 30, replace=False)
+    D = np.abs(y[:, None] - y)
+    expected = (A * D[rows]).sum(axis=1) - 0.5 * np.einsum("ij,jk,ik->i", A, D, A)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = PairTerms(y, 1e-200).crps(A, rows)
+    np.testing.assert_allclose(got, expected, rtol=1e-13)
