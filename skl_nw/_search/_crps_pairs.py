@@ -200,6 +200,7 @@ def _lagrange_rows(y: np.ndarray, points: int, pieces: int):
     """Return ``(starts, L, nodes)`` of :func:`chebyshev_factor` (``nodes`` piece by piece)."""
     lo, hi = float(y[0]), float(y[-1])
     edges = lo + (hi - lo) * np.arange(pieces + 1) / pieces
+    edges[-1] = hi  # the last target inside its piece, not an ulp beyond
     starts = np.searchsorted(y, edges, side="left")
     starts[0], starts[-1] = 0, len(y)
     theta = np.pi * (2.0 * np.arange(points) + 1.0) / (2.0 * points)
@@ -231,6 +232,20 @@ class PairTerms:
         ``matrix(s)`` returns the (n, n) matrix ``E|y_i - y_k + s Z|``, or
         None where it does not fit in memory (then ``B`` is built for each
         row block).  A search shares one that keeps them.  Default: built here.
+    few : bool, default=False
+        Scored at few bandwidths: where a factor holds at ``s = h`` (``B``'s,
+        the stricter), the near term too comes from its points, and ``B`` is
+        not built.
+
+    Attributes
+    ----------
+    factor : tuple or None
+        ``(starts, L, T)``: the pieces' first rows, the block diagonal basis
+        (n, M) and ``T = 2 triu(G) - diag(G)`` (upper triangular).
+    near : ndarray or None
+        ``G`` of ``B`` at the factor's points (``few``).
+    band : list of ndarray or None
+        The kept blocks of the band (where no factor is taken).
     """
 
     def __init__(self, y: np.ndarray, h: float, matrix=None, few: bool = False):
