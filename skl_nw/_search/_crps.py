@@ -15,9 +15,9 @@ with ``A(m, s) = E|m + s Z| = m (2 Phi(m / s) - 1) + 2 s phi(m / s)``; at
 ``sum_j a_j |y - y_j| - 1/2 sum_jk a_j a_k |y_j - y_k|``, whose pair sum is
 ``O(n)`` per row in sorted ``y`` order (``sum_k a_k y_k (2 C_k - a_k - 1)``,
 ``C`` the cumulative weights).  The Gaussian pair sum is the row's quadratic
-form with the matrix ``A(y_j - y_k, sqrt(2) h_y)``: through a low-rank
-factor of it checked on every entry where one holds, else one matrix
-product per chunk of rows (:mod:`._crps_pairs`).  The leave-one-out rows
+form with the matrix ``A(y_j - y_k, sqrt(2) h_y)``: through a piecewise
+Chebyshev factor of it, or a band about ``|y_j - y_k|``, each within a
+tolerance proved a priori (:mod:`._crps_pairs`).  The leave-one-out rows
 come with their columns in the order of ``y``: the engine's compiled rows
 where it has them.
 """
@@ -38,7 +38,7 @@ from .._smoothers._base import check_weights
 from .._smoothers._nadaraya_watson import NadarayaWatsonRegressor
 from .._smoothers._quantile import KernelQuantileRegressor
 from ._context import Selection
-from ._crps_pairs import PairTerms, abs_mean, pair_matrix
+from ._crps_pairs import PairTerms, abs_mean, pair_matrix, pair_tol
 from ._results import edge_of, warn_at_edge
 
 __all__ = [
@@ -59,6 +59,9 @@ _COARSE_STEP = 4
 # Rows of leave-one-out weights per chunk, and columns of the CRPS pair matrix per
 # block: n x this many bytes of floats.
 _CHUNK_BYTES = 2**26
+# The leave-one-out rows (n, n) of the bandwidths scored are kept up to this size where
+# h is scanned again (at most _CHUNK_BYTES: one chunk): 32 bandwidths at n = 500.
+_MAX_ROWS_BYTES = 2**26
 # The (n, n) matrices of the h_y (PairTerms) are kept between the candidates of h up to
 # this size; beyond it each chunk rebuilds them (the pair matrix by column blocks).
 _MAX_PAIR_BYTES = 2**28
@@ -131,32 +134,57 @@ def _sorted_loo_chunks(est, y: np.ndarray, fused):
         yield rows, place[rows], A[:, order]
 
 
-def _crps_per_row(ctx, est, y: np.ndarray, hys: np.ndarray, out: np.ndarray) -> None:
-    """Fill ``out`` (k, n) with each training row's leave-one-out CRPS, one row per ``h_y``."""
-    fused = est._fused(est._mixture)
-    if fused is not None and (hys == 0).any():  # the engine's per-row kernel: no n x n matrix
-        out[hys == 0] = fused.loo_empirical_crps(est._options())
-    todo = np.flatnonzero(hys > 0) if fused is not None else np.arange(len(hys))
-    ys = np.sort(y, kind="stable")
-    for rows, places, A in _sorted_loo_chunks(est, y, fused) if todo.size else ():
-        for k in todo:
+def _crps_per_row(ctx, fit, h, y: np.ndarray, hys: np.ndarray, out: np.ndarray) -> None:
+    """Fill ``out`` (k, n): each training row's leave-one-out CRPS at ``h``, a row per ``h_y``.
+
+    ``fit()`` returns the estimator fitted at ``h``: called unless the rows
+    of ``h`` are kept (:func:`_loo_rows`).
+    """
+    ys, fused = np.sort(y, kind="stable"), None
+    if (hys == 0).any():
+        est = fit()
+        fused = est._fused(est._mixture)
+        if fused is not None:  # the engine's per-row kernel: no n x n matrix
+            out[hys == 0] = fused.loo_empirical_crps(est._options())
+            if (hys == 0).all():
+                return
+    for rows, places, A in _loo_rows(ctx, fit, h, y):
+        for k in range(len(hys)):
             if hys[k] > 0:
-                out[k, rows] = _pair_terms(ctx, ys, hys[k]).crps(A, places)
-            else:
+                out[k, rows] = _pair_terms(ctx, ys, hys[k], len(hys) > 1).crps(A, places)
+            elif fused is None:
                 out[k, rows] = crps_rows(A, y[rows], ys, 0.0)
+
+
+def _loo_rows(ctx, fit, h, y: np.ndarray):
+    """Return the chunks ``(rows, places, A)`` of :func:`_sorted_loo_chunks` at ``h``.
+
+    Kept where the search scans ``h`` more than once (``ctx.cache["crps_keep_rows"]``:
+    the coordinate search over ``h`` and ``h_y`` scans ``h`` again at the next
+    ``h_y``, 13 of its 16 candidates the same on the default grid) and the kept
+    ones fit in ``_MAX_ROWS_BYTES``.  Not otherwise: new memory for each kept
+    matrix costs more than a refit saves (``python -m benchmarks conditional``).
+    """
+    kept = ctx.cache.setdefault("crps_rows", {})
+    key = np.asarray(h, dtype=float).tobytes()
+    if key in kept:
+        return kept[key]
+    est = fit()
+    chunks = _sorted_loo_chunks(est, y, est._fused(est._mixture))
+    if ctx.cache.get("crps_keep_rows") and 8 * len(y) ** 2 * (len(kept) + 1) <= _MAX_ROWS_BYTES:
+        kept[key] = list(chunks)  # one chunk: _MAX_ROWS_BYTES <= _CHUNK_BYTES
+        return kept[key]
+    return chunks
 
 
 def _scores(ctx, X, y, w, h, y_bandwidths) -> tuple[np.ndarray, np.ndarray]:
     """Negated leave-one-out criterion and its per-row spread at ``h``, per ``h_y``: two (k,)."""
-    est = ctx.cache.get("crps_estimator")  # one clone refitted per candidate
-    if est is None:
-        est = ctx.cache["crps_estimator"] = clone(ctx.estimator)
-    est.set_params(bandwidth=h, y_bandwidth=y_bandwidths[0]).fit(X, y, sample_weight=w)
     hys = np.asarray(y_bandwidths, dtype=float)
     per_row = np.empty((len(hys), len(y)))
     if ctx.criterion == "crps":
-        _crps_per_row(ctx, est, y, hys, per_row)
+        _crps_per_row(ctx, lambda: _fitted(ctx, X, y, w, h, hys[0]), h, y, hys, per_row)
     else:
+        est = _fitted(ctx, X, y, w, h, hys[0])
         taus = np.atleast_1d(np.asarray(est.quantile, dtype=float))
         for rows, A in _loo_chunks(est, len(y)):
             for k, hy in enumerate(hys):
@@ -168,11 +196,37 @@ def _scores(ctx, X, y, w, h, y_bandwidths) -> tuple[np.ndarray, np.ndarray]:
     return -mean, spread
 
 
-def _pair_terms(ctx, ys, hy) -> PairTerms:
-    """Return the :class:`PairTerms` of ``h_y`` on the sorted targets ``ys`` (kept)."""
+def _fitted(ctx, X, y, w, h, hy):
+    """Return the search's clone fitted at ``(h, h_y)``: the public ``fit`` once, then refits.
+
+    The refits skip the validation of the data and the weights (0.3 ms a
+    candidate at n = 500, half the CRPS of a candidate at the rule's ``h_y``):
+    the data are those the first fit validated, the weights ``w`` checked, the
+    parameters of the types the first fit validated.
+    """
+    est = ctx.cache.get("crps_estimator")
+    if est is None:
+        est = clone(ctx.estimator).set_params(bandwidth=h, y_bandwidth=hy)
+        ctx.cache["crps_estimator"] = est.fit(X, y, sample_weight=w)
+        ctx.cache["crps_data"] = (X, *est._validate_fit(X, y, y_numeric=True))
+        return est
+    est.bandwidth, est.y_bandwidth = h, hy  # set_params without its signature inspection
+    return est._fit_validated(*ctx.cache["crps_data"], w)
+
+
+def _pair_terms(ctx, ys, hy, few: bool = False) -> PairTerms:
+    """Return the :class:`PairTerms` of ``h_y`` on the sorted targets ``ys`` (kept).
+
+    ``few``: scored at few bandwidths (a scan of ``h_y`` at one ``h``): the
+    near term from the factor's points where one holds (no (n, n) matrix
+    built), unless its matrix is kept; rebuilt with the matrix where the
+    search then scans ``h`` at this ``h_y`` (16 bandwidths).
+    """
     cache = ctx.cache.setdefault("crps_pairs", {})
-    if hy not in cache:
-        terms = PairTerms(ys, hy, _matrices(ctx, ys))
+    if hy not in cache or (not few and cache[hy].near is not None):  # now scored at many
+        matrix = _matrices(ctx, ys)
+        few = few and float(f"{hy:.12g}") not in ctx.cache["crps_matrices"]
+        terms = PairTerms(ys, hy, matrix, few)
         if sum(t.nbytes for t in cache.values()) + terms.nbytes > _MAX_PAIR_BYTES:
             cache.clear()  # the factors (n, M) of many h_y at a large n
         cache[hy] = terms
@@ -197,7 +251,7 @@ def _matrices(ctx, ys):
         if key not in kept:
             if (len(kept) + 1) * size > _MAX_PAIR_BYTES:
                 kept.clear()
-            kept[key] = pair_matrix(ys, s)
+            kept[key] = pair_matrix(ys, s, pair_tol(ys, s))
         return kept[key]
 
     return matrix
@@ -286,6 +340,7 @@ def _coordinate_search(ctx, X, y, w, h_all, y_all):
     j = int(np.argmin(np.abs(np.log(y_all / np.median(y_all))))) if y_all[0] > 0 else 0
     cache: dict = {}
     sorted_h = bool(np.all(np.diff(logs) > 0))
+    ctx.cache["crps_keep_rows"] = len(y_all) > 1  # h is scanned again at another h_y
 
     def score_h(a: int, j: int) -> float:
         if (a, j) not in cache:

@@ -289,9 +289,14 @@ class _NWBase(BaseEstimator):
             )
         return Xs
 
-    def _fit_inputs(self, X: np.ndarray, sample_weight) -> tuple[np.ndarray, np.ndarray]:
-        """Resolve kernel and bandwidth; return the scaled X and the sample weights."""
-        w = check_weights(sample_weight, X)
+    def _fit_inputs(
+        self, X: np.ndarray, sample_weight, *, checked: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Resolve kernel and bandwidth; return the scaled X and the sample weights.
+
+        ``checked``: ``sample_weight`` is already :func:`check_weights`'s output.
+        """
+        w = sample_weight if checked else check_weights(sample_weight, X)
         self._kernel = get_kernel(self.kernel)
         self.bandwidth_ = self._resolve_bandwidth(X, w)
         return self._scale(X), w

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from numbers import Real
 
+import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -272,7 +273,15 @@ default="from_dtype"
         """
         X_in = X
         X, y = self._validate_fit(X, y, multi_output=True, y_numeric=True)
-        Xs, w = self._fit_inputs(X, sample_weight)
+        return self._fit_validated(X_in, X, y, check_weights(sample_weight, X))
+
+    def _fit_validated(self, X_in, X: np.ndarray, y: np.ndarray, w: np.ndarray):
+        """Fit on data that :meth:`_validate_fit` returned (``X_in`` the input of ``fit``).
+
+        What a search reruns at each candidate bandwidth: the data and the
+        parameters were validated by the first, public ``fit``.
+        """
+        Xs, w = self._fit_inputs(X, w, checked=True)
         self._y_1d = y.ndim == 1
         _loess.build(self, X_in, Xs, w, y.reshape(len(y), -1))
         self._fit_distribution(y, w)

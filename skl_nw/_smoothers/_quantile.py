@@ -12,7 +12,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
 from .._inference._conditional import check_quantiles
-from ._nadaraya_watson import NadarayaWatsonRegressor
+from ._nadaraya_watson import NadarayaWatsonRegressor, check_weights
 
 __all__ = ["KernelQuantileRegressor"]
 
@@ -140,9 +140,15 @@ y_bandwidth, y_kernel
         self : KernelQuantileRegressor
             The fitted estimator.
         """
+        X_in = X
         X, y = self._validate_fit(X, y, y_numeric=True)
         self._levels(self.y_bandwidth)  # a bad quantile fails before any work
-        Xs, w = self._fit_inputs(X, sample_weight)
+        return self._fit_validated(X_in, X, y, check_weights(sample_weight, X))
+
+    def _fit_validated(self, X_in, X: np.ndarray, y: np.ndarray, w: np.ndarray):
+        """Fit on data that :meth:`_validate_fit` returned (see the regressor's)."""
+        self._levels(self.y_bandwidth)  # a bad quantile fails before any work
+        Xs, w = self._fit_inputs(X, w, checked=True)
         self._build(Xs, w, y.reshape(len(y), -1))
         self._y_1d = True
         self._fit_distribution(y, w)

@@ -274,8 +274,8 @@ def test_crps_selection_scores_a_bandwidth_far_below_the_spacing_of_the_data(rng
 
 
 def test_crps_pair_term_by_column_blocks_equals_the_whole_matrix(rng, monkeypatch):
-    # Beyond the cache's budget the (n, n) pair matrix is built by column blocks,
-    # both for the dense route and for the check of the low-rank factor.
+    # Beyond the cache's budget the (n, n) matrix of the near term is built by row
+    # blocks, and the band's blocks (of 7 rows here) at each call.
     import skl_nw._search._crps as crps
     import skl_nw._search._crps_pairs as pairs
 
@@ -284,10 +284,11 @@ def test_crps_pair_term_by_column_blocks_equals_the_whole_matrix(rng, monkeypatc
     search = BandwidthSearchCV(NadarayaWatsonRegressor(), criterion="crps", bandwidths=[0.1, 0.2])
     whole = search.fit(X, y).cv_results_["mean_test_score"]
     monkeypatch.setattr(crps, "_MAX_PAIR_BYTES", 0)
-    monkeypatch.setattr(pairs, "_BLOCK_BYTES", 8 * 80 * 7)  # blocks of 7 columns
+    monkeypatch.setattr(pairs, "_BAND_BYTES", 0)
+    monkeypatch.setattr(pairs, "_BAND_ROWS", 7)
     blocks = search.fit(X, y).cv_results_["mean_test_score"]
     np.testing.assert_allclose(blocks, whole, rtol=1e-12)
-    monkeypatch.setattr(pairs, "_MAX_POINTS_FRACTION", 0.0)  # the dense route only
+    monkeypatch.setattr(pairs, "_MAX_POINTS_FRACTION", 0.0)  # the band route only
     dense = search.fit(X, y).cv_results_["mean_test_score"]
     np.testing.assert_allclose(dense, whole, rtol=1e-12)
 

@@ -93,19 +93,71 @@ def test_low_rank_and_dense_pair_terms_give_the_same_selection(categorical, monk
 
 
 def test_pair_matrix_and_factor_against_the_direct_formula(rng):
-    # The mirrored triangle equals the direct matrix; the factor, where it is kept,
-    # is within its tolerance of it on every entry (targets with ties included).
+    # The mirrored triangle equals the direct matrix; with a tolerance, within it
+    # (beyond the band, |y_i - y_k|); the piecewise factor, with the number of points
+    # its a-priori bound gives, within the tolerance on every entry (ties included).
     y = np.sort(np.round(rng.standard_t(3, 257), 2))
-    s = 0.4
-    direct = _gaussian_abs_mean(y[:, None] - y, s)
-    P = _crps_pairs.pair_matrix(y, s)
-    np.testing.assert_allclose(P, direct, rtol=1e-14, atol=1e-15)
-    assert np.array_equal(P, P.T)
-    terms = PairTerms(y, s / np.sqrt(2.0))
-    assert terms.factor is not None
-    L, G = terms.factor
-    tol = _crps_pairs.PAIR_TOL_ULPS * np.finfo(float).eps * np.abs(direct).max()
-    assert np.abs(L @ G @ L.T - direct).max() <= 1.01 * tol
+    for s in (0.05, 0.4, 2.0):
+        direct = _gaussian_abs_mean(y[:, None] - y, s)
+        P = _crps_pairs.pair_matrix(y, s)
+        np.testing.assert_allclose(P, direct, rtol=1e-14, atol=1e-15)
+        assert np.array_equal(P, P.T)
+        tol = _crps_pairs.pair_tol(y, s)
+        assert tol == pytest.approx(32 * np.finfo(float).eps * np.abs(direct).max(), rel=1e-12)
+        banded = _crps_pairs.pair_matrix(y, s, tol)
+        assert np.abs(banded - direct).max() <= tol
+        assert np.array_equal(banded, banded.T)
+        for pieces in (1, 2, 3):
+            M = _crps_pairs.chebyshev_points(y[-1] - y[0], s, pieces, tol)
+            starts, L, G = _crps_pairs.chebyshev_factor(y, s, M, pieces)
+            full = np.zeros((len(y), pieces * M))  # the block diagonal L
+            for q in range(pieces):
+                rows = slice(starts[q], starts[q + 1])
+                full[rows, q * M : (q + 1) * M] = L[rows]
+            assert np.abs(full @ G @ full.T - direct).max() <= tol
+
+
+def test_excess_over_the_absolute_value(rng):
+    # E|m + sZ| - |m| against the difference of the two (which cancels: to its rounding);
+    # positive, even and decreasing in |m| everywhere; the band's cut where it falls
+    # to the tolerance.
+    m = np.linspace(-3, 3, 601)
+    s = 0.7
+    expected = _gaussian_abs_mean(m, s) - np.abs(m)
+    np.testing.assert_allclose(_crps_pairs.abs_excess(m, s), expected, rtol=1e-12, atol=2e-15)
+    far = np.linspace(0, 14, 6001)  # to 20 s: the excess ~ 1e-90 (then subnormal rounding)
+    c = _crps_pairs.abs_excess(far, s)
+    assert np.all(c >= 0) and np.all(np.diff(c) <= 0)
+    assert np.array_equal(c, _crps_pairs.abs_excess(-far, s))
+    tol = 1e-14
+    cut = _crps_pairs.band_cut(s, tol)
+    assert _crps_pairs.abs_excess(cut, s) <= tol < _crps_pairs.abs_excess(cut - 0.01 * s, s)
+
+
+@pytest.mark.parametrize("shift", [0.0, 1e3])
+@pytest.mark.parametrize("route", ["factor", "band", "factor near"])
+def test_pair_terms_rows_equal_the_dense_formula(route, shift, rng, monkeypatch):
+    # Each route's CRPS of mixture rows (sparse and spread weights, ties, an offset)
+    # against the double sums with the direct matrices, at several h_y; "factor
+    # near": the near term from the factor's points too (no matrix of it).
+    if route == "band":
+        monkeypatch.setattr(_crps_pairs, "_MAX_POINTS_FRACTION", 0.0)
+    y = np.sort(np.round(rng.normal(size=300), 3)) + shift
+    A = rng.random((40, 300)) ** rng.choice([1, 30], (40, 1))
+    A /= A.sum(axis=1, keepdims=True)
+    rows = rng.choice(300, 40, replace=False)
+    for hy in (0.01, 0.2, 1.0):
+        terms = PairTerms(y, hy, few=route == "factor near")
+        if route == "band" or hy == 0.01:
+            assert terms.factor is None and terms.near is None
+        elif hy == 1.0:
+            assert terms.factor is not None
+            assert (terms.near is not None) == (route == "factor near")
+        D = y[:, None] - y
+        near = (A * _gaussian_abs_mean(D[rows], hy)).sum(axis=1)
+        pairs = np.einsum("ij,jk,ik->i", A, _gaussian_abs_mean(D, np.sqrt(2.0) * hy), A)
+        np.testing.assert_allclose(terms.crps(A, rows), near - 0.5 * pairs, rtol=1e-13,
+                                   atol=1e-15)  # fmt: skip
 
 
 @pytest.mark.filterwarnings("ignore:The selected bandwidth")
@@ -128,3 +180,51 @@ def test_compiled_leave_one_out_rows_equal_the_attention_weights(monkeypatch):
     for key in ("mean_test_score", "std_test_score"):
         assert np.all(np.isfinite(runs[0][key]))
         np.testing.assert_allclose(runs[0][key], runs[1][key], rtol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore:The selected bandwidth")
+@pytest.mark.parametrize("case", ["categorical", "robust", "pinball", "weighted"])
+def test_refits_of_the_validated_data_equal_public_fits(case, monkeypatch):
+    # The search refits its clone at each candidate without validating the data again;
+    # against the same search with a fresh clone and the public fit at every candidate.
+    from sklearn.base import clone
+
+    from skl_nw import KernelQuantileRegressor
+    from skl_nw._search import _crps
+
+    X, y, rng = _data(150, 5)
+    w = rng.integers(0, 3, len(y)).astype(float) if case == "weighted" else None
+    est = NadarayaWatsonRegressor(robust_iterations=1 if case == "robust" else 0)
+    if case == "categorical":
+        X[:, 1] = rng.integers(0, 3, len(y))
+        est = NadarayaWatsonRegressor(categorical_features=[1])
+    if case == "pinball":
+        est = KernelQuantileRegressor(quantile=[0.2, 0.7])
+    criterion = "pinball" if case == "pinball" else "crps"
+    runs = [BandwidthSearchCV(est, criterion=criterion).fit(X, y, sample_weight=w)]
+
+    def public(ctx, X, y, w, h, hy):
+        return clone(ctx.estimator).set_params(bandwidth=h, y_bandwidth=hy).fit(X, y, w)
+
+    monkeypatch.setattr(_crps, "_fitted", public)
+    runs.append(BandwidthSearchCV(est, criterion=criterion).fit(X, y, sample_weight=w))
+    first, second = (r.cv_results_ for r in runs)
+    assert [str(p) for p in first["params"]] == [str(p) for p in second["params"]]
+    np.testing.assert_array_equal(first["mean_test_score"], second["mean_test_score"])
+
+
+def test_pair_terms_at_a_y_bandwidth_far_below_the_spacing(rng):
+    # h_y = 1e-200: no overflow warning, the empirical CRPS of each row (the
+    # Gaussian's excess over |d| below the floats' resolution of the result).
+    import warnings
+
+    y = np.sort(rng.normal(size=120))
+    A = rng.random((30, 120))
+    A /= A.sum(axis=1, keepdims=True)
+    rows = rng.choice(120, 30, replace=False)
+    D = np.abs(y[:, None] - y)
+    expected = (A * D[rows]).sum(axis=1) - 0.5 * np.einsum("ij,jk,ik->i", A, D, A)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = PairTerms(y, 1e-200).crps(A, rows)
+    np.testing.assert_allclose(got, expected, rtol=1e-13)
