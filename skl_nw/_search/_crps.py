@@ -334,12 +334,14 @@ def _coordinate_search(ctx, X, y, w, h_all, y_all):
     Starts at the rules of thumb; stops when a round changes neither.
     Returns the scored pairs ``(i, j)``, their scores and per-row spreads.
     """
-    logs = np.array([np.log(np.asarray(h, float)).mean() for h in h_all])
-    rule = np.log(np.asarray(ctx.base_bandwidth(X, w), float)).mean()
+    # A categorical lambda of 0 has the log -inf: such a grid is not ordered by scale.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logs = np.array([np.log(np.asarray(h, float)).mean() for h in h_all])
+        rule = np.log(np.asarray(ctx.base_bandwidth(X, w), float)).mean()
+        sorted_h = bool(np.all(np.diff(logs) > 0))
     i = int(np.argmin(np.abs(logs - rule)))
     j = int(np.argmin(np.abs(np.log(y_all / np.median(y_all))))) if y_all[0] > 0 else 0
     cache: dict = {}
-    sorted_h = bool(np.all(np.diff(logs) > 0))
     ctx.cache["crps_keep_rows"] = len(y_all) > 1  # h is scanned again at another h_y
 
     def score_h(a: int, j: int) -> float:

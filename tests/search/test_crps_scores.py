@@ -228,3 +228,16 @@ def test_pair_terms_at_a_y_bandwidth_far_below_the_spacing(rng):
         warnings.simplefilter("error")
         got = PairTerms(y, 1e-200).crps(A, rows)
     np.testing.assert_allclose(got, expected, rtol=1e-13)
+
+
+def test_a_search_with_categorical_features_warns_nothing(recwarn):
+    # A categorical lambda of 0 among the candidates: its log is -inf (the candidates
+    # are then not ordered by scale), not a "divide by zero" RuntimeWarning to the user.
+    X, y, rng = _data(120, 5)
+    X[:, 1] = rng.integers(0, 3, len(y))
+    search = BandwidthSearchCV(NadarayaWatsonRegressor(categorical_features=[1]),
+                               criterion="crps").fit(X, y)  # fmt: skip
+    assert 0.0 in {float(h[1]) for h in search.cv_results_["param_bandwidth"]}
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)], [
+        str(w.message) for w in recwarn
+    ]
