@@ -263,7 +263,7 @@ def _bits_inputs(XT, log_w, slope):  # pragma: no cover - compiled
     d, n = XT.shape
     scale = np.sqrt(-slope * _LOG2E)
     X2 = np.zeros((2, n if 1 <= d <= 2 else 0))
-    for f in range(min(d, X2.shape[0]) if X2.shape[1] else 0):
+    for f in range(d if X2.shape[1] else 0):
         for j in range(n):
             X2[f, j] = XT[f, j] * scale
     return X2, (log_w - log_w.max()) * _LOG2E, scale
@@ -453,21 +453,10 @@ def conditional_examples() -> dict:
     Q, XT, log_w, ys = np.zeros((1, 2)), np.zeros((2, 3)), np.zeros(3), np.arange(3.0)
     taus, out = np.array([0.5]), np.empty((1, 1))
     cells = (np.zeros(3), np.arange(4), ys)  # one row per cell
+    paired = paired_table(False)
     return {
         empirical_quantiles: (Q, XT, log_w, -0.5, ys, taus, out),
-        mixture_values: (
-            Q,
-            XT,
-            log_w,
-            -0.5,
-            ys,
-            cells,
-            paired_table(False),
-            np.zeros((1, 1)),
-            1.0,
-            False,
-            out,
-        ),
+        mixture_values: (Q, XT, log_w, -0.5, ys, cells, paired, np.zeros((1, 1)), 1.0, False, out),
         smoothed_quantiles: (Q, XT, log_w, -0.5, ys, cells, taus, 1.0, 40.0, 1e-11, out),
         loo_empirical_crps: (XT, log_w, -0.5, ys, np.arange(3), np.empty(3)),
     }
