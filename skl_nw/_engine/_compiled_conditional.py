@@ -23,7 +23,7 @@ import numpy as np
 
 from ._compiled_cells import CELL_EDGE, ORDER, TAIL, cell_moments, cells_at, cells_window
 from ._compiled_exp import _FAST, _exp_nonpositive
-from ._compiled_paired import paired_cells, paired_table, rows_base2
+from ._compiled_paired import LANES, paired_cells, paired_table, rows_base2
 from ._compiled_phi import _INV_SQRT_2PI, ONE_ABOVE, ZERO_BELOW, _cdf_pdf, _first_at_least
 
 __all__ = [
@@ -295,16 +295,19 @@ def _paired_weights(q, XT, log_w, top_w, slope, bits, lo, e):  # pragma: no cove
 
 @numba.njit(inline="always", fastmath=_FAST, error_model="numpy")
 def _paired_value(  # pragma: no cover - compiled
-    t, q, XT, log_w, top_w, slope, ys, cells, bits, paired, inv_h, pdf, e
+    t, q, XT, log_w, top_w, slope, ys, cells, bits, paired, inv_h, pdf, padded
 ):
     """``F(t | q)`` (``pdf``: ``f``) of one value: the weights, then the tabulated cells.
 
-    A value below ``TAIL`` of the total is summed again row by row.
+    ``padded``: the weights' buffer and the offsets ``s``, ``LANES`` longer
+    (:func:`paired_cells`).  A value below ``TAIL`` of the total is summed
+    again row by row.
     """
-    (s, starts, centres), (table, u0, inv_step) = cells, paired
+    (s, starts, centres), (table, u0, inv_step), (e_pad, s_pad) = cells, paired, padded
+    e = e_pad[: s.size]
     a, b = cells_window(centres, t, t, inv_h, CELL_EDGE)
     total, below = _paired_weights(q, XT, log_w, top_w, slope, bits, starts[a], e)
-    F = paired_cells(t, e, s, starts, centres, a, b, inv_h, table, u0, inv_step)
+    F = paired_cells(t, e_pad, s_pad, starts, centres, a, b, inv_h, table, u0, inv_step)
     F += 0.0 if pdf else below
     if F < TAIL * total:
         G, g, _ = _mixture_at(t, e, e[:0], ys, inv_h, ZERO_BELOW)
@@ -323,14 +326,16 @@ def mixture_values(Q, XT, log_w, slope, ys, cells, paired, T, inv_h, pdf, out): 
     again row by row, reaching ``ZERO_BELOW``.
     """
     n, nc = XT.shape[1], cells[2].size
-    e, none, top_w = np.empty(n), np.empty(0), log_w.max()
+    e_pad, s_pad, none, top_w = np.zeros(n + LANES), np.zeros(n + LANES), np.empty(0), log_w.max()
+    e = e_pad[:n]
+    s_pad[:n] = cells[0]
     M, span = np.empty((ORDER + 2, nc)), np.zeros(2, np.int64)
     bits = _bits_inputs(XT, log_w, slope)
     for i in range(Q.shape[0]):
         row = T[min(i, T.shape[0] - 1)]
         if row.size == 1:
             out[i, 0] = _paired_value(row[0], Q[i], XT, log_w, top_w, slope, ys, cells, bits,
-                                      paired, inv_h, pdf, e)  # fmt: skip
+                                      paired, inv_h, pdf, (e_pad, s_pad))  # fmt: skip
             continue
         total = _row_weights(Q[i], XT, log_w, top_w, slope, e)
         span[:] = 0
