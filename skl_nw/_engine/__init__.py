@@ -38,7 +38,8 @@ Module map:
   query tiles;
 * ``_conditional``: :func:`sorted_mixture`, the conditional distributions'
   per-query reductions over the ``y``-sorted rows (``_compiled_conditional``
-  its kernels, over the Taylor cells of ``_compiled_cells`` and the normal
+  its kernels, over the Taylor cells of ``_compiled_cells``, their polynomials
+  tabulated for one value a query in ``_compiled_paired``, and the normal
   distribution function of ``_compiled_phi``); ``_loo_weights``:
   :func:`sorted_loo_weights`, the dense leave-one-out weight rows of the CRPS
   selection in that order (``_compiled_loo`` its kernel);

@@ -18,8 +18,8 @@ polynomials).  The remainder is at most ``|s|^(K+1) / (K+1)! max |phi^(K)|
 value then costs one ``Phi`` per cell near ``t`` (at most
 ``(CELL_EDGE + reach) / (2 CELL_HALF) + 2`` of them, whatever ``n``) instead
 of one per row, and the moments ``n (K + 1)`` multiply-adds per query, once.
-One value per query (:func:`paired_at`) skips the moments: each row's share
-is its cell's polynomial in ``s``, ``K`` multiply-adds (Horner).
+One value per query (``_compiled_paired``) skips the moments: each row's
+share is its cell's polynomial in ``s``, tabulated.
 
 The bound is absolute (a share of the weight): where ``F`` or ``f`` is itself
 below ``TAIL`` of the total, the callers sum those values row by row
@@ -42,7 +42,6 @@ __all__ = [
     "cell_moments",
     "cells_at",
     "cells_window",
-    "paired_at",
 ]
 
 # Cells of half-width 1/4 h_y and Taylor order 14: the remainder bound above is
@@ -144,64 +143,3 @@ def cells_at(t, e, P, centres, starts, M, inv_h, reach):  # pragma: no cover - c
         f += d * fc
         g += d * gc
     return F, f * 0.3989422804014327, g * 0.3989422804014327
-
-
-@numba.njit(inline="always", fastmath=_FAST, error_model="numpy")
-def _polynomials(t, centres, a, b, inv_h, pdf, B):  # pragma: no cover - compiled
-    """Set ``B[p, c - a]``: cell ``c``'s share at ``t``, a polynomial in a row's ``s``.
-
-    ``Phi(u) - phi(u) sum_(p>=1) He_(p-1)(u) s^p / p!`` (``pdf``: ``phi(u)
-    sum_p He_p(u) s^p / p!``), ``u = (t - c_b) / h``: the terms of
-    :func:`cells_at` before the moments, one order at a time along the cells
-    (``A_p`` in ``B[ORDER + 2 : ORDER + 4]``): inlined in :func:`paired_at`,
-    this vectorises where a loop over the orders inside one over the cells
-    does not (1.3x the time of a paired value).
-    """
-    k = b - a
-    u, a0, a1, d = B[ORDER + 1, :k], B[ORDER + 2, :k], B[ORDER + 3, :k], B[ORDER + 4, :k]
-    for c in range(k):
-        u[c] = (t - centres[a + c]) * inv_h
-        cdf, e = _cdf_pdf(u[c])
-        d[c] = e * 0.3989422804014327
-        B[0, c] = d[c] if pdf else cdf
-        a0[c], a1[c] = 1.0, u[c]
-    for p in range(1, ORDER + 1):
-        row, inv_p, inv_next = B[p, :k], _INV[p], _INV[p + 1]
-        for c in range(k):
-            row[c] = d[c] * a1[c] if pdf else -d[c] * a0[c] * inv_p
-            a2 = (u[c] * a1[c] - a0[c]) * inv_next
-            a0[c] = a1[c]
-            a1[c] = a2
-
-
-@numba.njit(inline="always", fastmath=_FAST, error_model="numpy")
-def paired_at(t, e, s, starts, centres, inv_h, reach, pdf, B):  # pragma: no cover - compiled
-    """``F`` (unnormalised; ``pdf``: ``sum e phi(u)``) at one ``t``: each cell's polynomial per row.
-
-    For one value per query the moments are not worth their fifteen sums
-    per row: each row's share is the cell's polynomial at its ``s`` (Horner,
-    written out for ``ORDER = 14``), one sum per cell.  ``B``: (``ORDER + 5``,
-    cells) scratch.
-    """
-    a, b = cells_window(centres, t, t, inv_h, reach)
-    F = 0.0
-    if not pdf:
-        for j in range(starts[a]):
-            F += e[j]
-    _polynomials(t, centres, a, b, inv_h, pdf, B)
-    for c in range(b - a):
-        lo, hi = starts[a + c], starts[a + c + 1]
-        ec, sc = e[lo:hi], s[lo:hi]
-        b0, b1, b2, b3, b4 = B[0, c], B[1, c], B[2, c], B[3, c], B[4, c]
-        b5, b6, b7, b8, b9 = B[5, c], B[6, c], B[7, c], B[8, c], B[9, c]
-        b10, b11, b12, b13, b14 = B[10, c], B[11, c], B[12, c], B[13, c], B[14, c]
-        acc = 0.0
-        for j in range(ec.size):
-            x = sc[j]
-            v = ((b14 * x + b13) * x + b12) * x + b11
-            v = ((v * x + b10) * x + b9) * x + b8
-            v = ((v * x + b7) * x + b6) * x + b5
-            v = ((v * x + b4) * x + b3) * x + b2
-            acc += ec[j] * ((v * x + b1) * x + b0)
-        F += acc
-    return F

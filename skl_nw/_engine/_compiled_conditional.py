@@ -8,7 +8,8 @@ reduce it at once: cumulative sums and a binary search for the weighted
 empirical quantiles (``h_y = 0``); the mixture ``sum_j e_j G((t - y_j) / h_y)``
 (``G`` the normal distribution function, ``_compiled_phi``) by Taylor cells
 of the sorted rows (``_compiled_cells``: one ``G`` per cell near ``t``, not
-per row) for ``predict_cdf`` and ``predict_pdf``, and safeguarded Halley
+per row; one value a query by tabulated polynomials, ``_compiled_paired``)
+for ``predict_cdf`` and ``predict_pdf``, and safeguarded Halley
 steps on it for the smoothed quantiles; values in the lower tail (below
 ``TAIL`` of the total) are summed row by row over the window of sorted ``y``
 where ``G`` is neither exactly 1 nor 0.  No (m, n) array, no Python loop per
@@ -20,16 +21,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ._compiled_cells import (
-    CELL_EDGE,
-    ORDER,
-    TAIL,
-    cell_moments,
-    cells_at,
-    cells_window,
-    paired_at,
-)
+from ._compiled_cells import CELL_EDGE, ORDER, TAIL, cell_moments, cells_at, cells_window
 from ._compiled_exp import _FAST, _exp_nonpositive
+from ._compiled_paired import LANES, paired_cells, paired_table, rows_base2
 from ._compiled_phi import _INV_SQRT_2PI, ONE_ABOVE, ZERO_BELOW, _cdf_pdf, _first_at_least
 
 __all__ = [
@@ -53,6 +47,7 @@ _UNDERFLOW = 1e-260
 # block per level instead of a cumulative sum over every row).
 _BLOCK = 64
 _MAX_STEPS = 100
+_LOG2E = 1.4426950408889634
 
 
 @numba.njit(inline="always", fastmath=_FAST, error_model="numpy")
@@ -115,8 +110,12 @@ def _row_weights(q, XT, log_w, top_w, slope, e, own=-1):  # pragma: no cover - c
     else:
         _exponents(q, XT, log_w, slope, own, e)
         total = _exp_pass(e, top_w)
-    if total >= _UNDERFLOW:
-        return total
+    return total if total >= _UNDERFLOW else _weights_from_top(q, XT, log_w, slope, own, e)
+
+
+@numba.njit(inline="always", fastmath=_FAST, error_model="numpy")
+def _weights_from_top(q, XT, log_w, slope, own, e):  # pragma: no cover - compiled
+    """:func:`_row_weights` shifted by the row's own largest log weight (its term is 1)."""
     _exponents(q, XT, log_w, slope, own, e)
     top = -np.inf
     for j in range(e.size):
@@ -254,28 +253,94 @@ def _mixture(t, e, P, ys, cells, M, span, inv_h, reach, rows):  # pragma: no cov
     return cells_at(t, e, P, centres, starts, M, inv_h, reach)
 
 
+@numba.njit(inline="always", fastmath=_FAST, error_model="numpy")
+def _bits_inputs(XT, log_w, slope):  # pragma: no cover - compiled
+    """``(X2, lw2, scale)`` for :func:`rows_base2`: features and log weights in bits.
+
+    ``X2 = XT sqrt(-slope log2 e)`` (a zero second row for one feature),
+    ``lw2 = (log_w - max) log2 e``; no columns unless ``d`` is 1 or 2.
+    """
+    d, n = XT.shape
+    scale = np.sqrt(-slope * _LOG2E)
+    X2 = np.zeros((2, n if 1 <= d <= 2 else 0))
+    for f in range(d if X2.shape[1] else 0):
+        for j in range(n):
+            X2[f, j] = XT[f, j] * scale
+    return X2, (log_w - log_w.max()) * _LOG2E, scale
+
+
+@numba.njit(inline="always", fastmath=_FAST, error_model="numpy")
+def _paired_weights(q, XT, log_w, top_w, slope, bits, lo, e):  # pragma: no cover - compiled
+    """Set the weights ``e`` (as :func:`_row_weights`); return their sum and that of ``e[:lo]``.
+
+    In bits for one or two features (:func:`rows_base2`, the rows below
+    ``lo`` summed apart: no second pass); an underflowing sum is redone from
+    the row's largest log weight.
+    """
+    X2, lw2, scale = bits
+    if X2.shape[1] == e.size:
+        q0, q1 = q[0] * scale, (q[1] * scale if XT.shape[0] == 2 else 0.0)
+        below = rows_base2(q0, q1, X2[0, :lo], X2[1, :lo], lw2[:lo], e[:lo])
+        total = below + rows_base2(q0, q1, X2[0, lo:], X2[1, lo:], lw2[lo:], e[lo:])
+        if total >= _UNDERFLOW:
+            return total, below
+        total = _weights_from_top(q, XT, log_w, slope, -1, e)
+    else:
+        total = _row_weights(q, XT, log_w, top_w, slope, e)
+    below = 0.0
+    for j in range(lo):
+        below += e[j]
+    return total, below
+
+
+@numba.njit(inline="always", fastmath=_FAST, error_model="numpy")
+def _paired_value(  # pragma: no cover - compiled
+    t, q, XT, log_w, top_w, slope, ys, cells, bits, paired, inv_h, pdf, padded
+):
+    """``F(t | q)`` (``pdf``: ``f``) of one value: the weights, then the tabulated cells.
+
+    ``padded``: the weights' buffer and the offsets ``s``, ``LANES`` longer
+    (:func:`paired_cells`).  A value below ``TAIL`` of the total is summed
+    again row by row.
+    """
+    (s, starts, centres), (table, u0, inv_step), (e_pad, s_pad) = cells, paired, padded
+    e = e_pad[: s.size]
+    a, b = cells_window(centres, t, t, inv_h, CELL_EDGE)
+    total, below = _paired_weights(q, XT, log_w, top_w, slope, bits, starts[a], e)
+    F = paired_cells(t, e_pad, s_pad, starts, centres, a, b, inv_h, table, u0, inv_step)
+    F += 0.0 if pdf else below
+    if F < TAIL * total:
+        G, g, _ = _mixture_at(t, e, e[:0], ys, inv_h, ZERO_BELOW)
+        F = g if pdf else G
+    return (F * inv_h if pdf else F) / total
+
+
 @numba.njit(nogil=True, cache=True, fastmath=_FAST, error_model="numpy")
-def mixture_values(Q, XT, log_w, slope, ys, cells, T, inv_h, pdf, out):  # pragma: no cover
+def mixture_values(Q, XT, log_w, slope, ys, cells, paired, T, inv_h, pdf, out):  # pragma: no cover
     """``out[i, k] = F(T[i, k] | q_i)`` (``pdf``: ``f``); a 1-row ``T`` is a shared grid.
 
     ``cells = (s, starts, centres)`` (``_compiled_cells``): the moments of
-    the cells a query's values reach, or for one value a query the cells'
-    polynomials row by row (:func:`paired_at`); a value below ``TAIL`` of the
-    total is summed again row by row, reaching ``ZERO_BELOW``.
+    the cells a query's values reach; for one value a query (``T`` of one
+    column) the cells' polynomials from ``paired`` (:func:`paired_table` of
+    the kind) row by row.  A value below ``TAIL`` of the total is summed
+    again row by row, reaching ``ZERO_BELOW``.
     """
-    (s, starts, centres), n, nc = cells, XT.shape[1], cells[2].size
-    e, none, top_w = np.empty(n), np.empty(0), log_w.max()
-    M, span, B = np.empty((ORDER + 2, nc)), np.zeros(2, np.int64), np.empty((ORDER + 5, nc))
+    n, nc = XT.shape[1], cells[2].size
+    e_pad, s_pad, none, top_w = np.zeros(n + LANES), np.zeros(n + LANES), np.empty(0), log_w.max()
+    e = e_pad[:n]
+    s_pad[:n] = cells[0]
+    M, span = np.empty((ORDER + 2, nc)), np.zeros(2, np.int64)
+    bits = _bits_inputs(XT, log_w, slope)
     for i in range(Q.shape[0]):
-        total = _row_weights(Q[i], XT, log_w, top_w, slope, e)
         row = T[min(i, T.shape[0] - 1)]
+        if row.size == 1:
+            out[i, 0] = _paired_value(row[0], Q[i], XT, log_w, top_w, slope, ys, cells, bits,
+                                      paired, inv_h, pdf, (e_pad, s_pad))  # fmt: skip
+            continue
+        total = _row_weights(Q[i], XT, log_w, top_w, slope, e)
         span[:] = 0
         for k in range(row.size):
-            if row.size == 1:  # paired: no moments
-                F = f = paired_at(row[0], e, s, starts, centres, inv_h, CELL_EDGE, pdf, B)
-            else:
-                F, f, _ = _mixture(row[k], e, none, ys, cells, M, span, inv_h, CELL_EDGE,
-                                   False)  # fmt: skip
+            F, f, _ = _mixture(row[k], e, none, ys, cells, M, span, inv_h, CELL_EDGE, False)
             if (f if pdf else F) < TAIL * total:
                 F, f, _ = _mixture_at(row[k], e, none, ys, inv_h, ZERO_BELOW)
             out[i, k] = (f * inv_h if pdf else F) / total
@@ -393,9 +458,10 @@ def conditional_examples() -> dict:
     Q, XT, log_w, ys = np.zeros((1, 2)), np.zeros((2, 3)), np.zeros(3), np.arange(3.0)
     taus, out = np.array([0.5]), np.empty((1, 1))
     cells = (np.zeros(3), np.arange(4), ys)  # one row per cell
+    paired = paired_table(False)
     return {
         empirical_quantiles: (Q, XT, log_w, -0.5, ys, taus, out),
-        mixture_values: (Q, XT, log_w, -0.5, ys, cells, np.zeros((1, 1)), 1.0, False, out),
+        mixture_values: (Q, XT, log_w, -0.5, ys, cells, paired, np.zeros((1, 1)), 1.0, False, out),
         smoothed_quantiles: (Q, XT, log_w, -0.5, ys, cells, taus, 1.0, 40.0, 1e-11, out),
         loo_empirical_crps: (XT, log_w, -0.5, ys, np.arange(3), np.empty(3)),
     }

@@ -27,8 +27,12 @@ _CELL_HALF = 0.25
 _CHUNK_QUERIES = 512
 
 
-def sorted_mixture(train: TrainSet, kernel: Kernel, y: np.ndarray, y_kernel: Kernel):
-    """Return a :class:`SortedMixture` of ``train`` and targets ``y`` (caller order), or None."""
+def sorted_mixture(train: TrainSet, kernel: Kernel, y: np.ndarray, y_kernel: Kernel,
+                   order: np.ndarray | None = None):  # fmt: skip
+    """Return a :class:`SortedMixture` of ``train`` and targets ``y`` (caller order), or None.
+
+    ``order``: ``argsort(y, kind="stable")`` if the caller has it.
+    """
     kernels = compiled()
     usable = (
         kernels is not None
@@ -38,14 +42,20 @@ def sorted_mixture(train: TrainSet, kernel: Kernel, y: np.ndarray, y_kernel: Ker
         and train.neighbours is None
         and train.onehot is None
     )
-    return SortedMixture(train, kernel, y, y_kernel) if usable else None
+    return SortedMixture(train, kernel, y, y_kernel, order) if usable else None
 
 
 class SortedMixture:
-    """The training rows in the order of ``y``: keys, log weights and targets."""
+    """The training rows in the order of ``y``: keys, log weights and targets.
 
-    def __init__(self, train: TrainSet, kernel: Kernel, y: np.ndarray, y_kernel: Kernel):
-        order = np.argsort(y, kind="stable")  # caller rows by y: ties as the numpy path
+    Built once per fit (the caller keeps it); the Taylor cells of the last
+    ``h_y`` asked are kept too.
+    """
+
+    def __init__(self, train: TrainSet, kernel: Kernel, y: np.ndarray, y_kernel: Kernel,
+                 order: np.ndarray | None = None):  # fmt: skip
+        if order is None:
+            order = np.argsort(y, kind="stable")  # caller rows by y: ties as the numpy path
         stored = order if train.inverse is None else train.inverse[order]
         self.train = train
         self.position = np.empty(len(order), np.int64)  # caller row -> its place in y order
@@ -56,6 +66,15 @@ class SortedMixture:
         self.slope = float(kernel.log_slope)
         # G(u) = Phi(u sqrt(-2 c)) for log K(s) = c s: h_y in the units of Phi.
         self.y_unit = float(np.sqrt(-2.0 * y_kernel.log_slope))
+        self._cells = (None, None)
+
+    def cells(self, inv_h: float) -> tuple:
+        """Return :func:`taylor_cells` of the targets at ``inv_h`` (kept for the next call)."""
+        kept_inv_h, cells = self._cells
+        if kept_inv_h != inv_h:
+            cells = taylor_cells(self.ys, inv_h)
+            self._cells = (inv_h, cells)
+        return cells
 
     def _map(self, Q: np.ndarray, width: int, run, options: Options) -> np.ndarray:
         workers, _ = budget(options)
@@ -76,15 +95,17 @@ class SortedMixture:
         kernels, inv_h = compiled(), self.y_unit / h
         T2 = np.ascontiguousarray(np.atleast_2d(T), dtype=np.float64)
         shared = T.ndim == 1
-        cells = taylor_cells(self.ys, inv_h)
+        from ._compiled_paired import paired_table  # numba is there: kernels is not None
+
+        cells, paired = self.cells(inv_h), paired_table(pdf)
 
         def run(chunk, Qc, out):
             rows = T2 if shared else T2[chunk]
-            kernels.mixture_values(Qc, self.XT, self.log_w, self.slope, self.ys, cells, rows,
-                                   inv_h, pdf, out)  # fmt: skip
+            kernels.mixture_values(Qc, self.XT, self.log_w, self.slope, self.ys, cells, paired,
+                                   rows, inv_h, pdf, out)  # fmt: skip
 
         out = self._map(Q, T2.shape[1], run, options)
-        return out if pdf else _monotone(out, T2)
+        return out if pdf or T2.shape[1] == 1 else _monotone(out, T2)
 
     def loo_empirical_crps(self, options: Options) -> np.ndarray:
         """Leave-one-out CRPS of each training row's weighted empirical law (caller order): (n,).
@@ -110,7 +131,7 @@ class SortedMixture:
         kernels, taus = compiled(), np.ascontiguousarray(taus, dtype=np.float64)
         inv_h = self.y_unit / h
         reach_units = reach * self.y_unit
-        cells = taylor_cells(self.ys, inv_h)
+        cells = self.cells(inv_h)
         return self._map(Q, len(taus), lambda _, Qc, out: kernels.smoothed_quantiles(
             Qc, self.XT, self.log_w, self.slope, self.ys, cells, taus, inv_h, reach_units, rtol,
             out), options)  # fmt: skip

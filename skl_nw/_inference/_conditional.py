@@ -74,6 +74,20 @@ class Mixture:
         self.sorted = y[self.order]
         self.log_norm = kernel.log_normalizer(1)
 
+    def __getstate__(self) -> dict:  # the engine's sorted copy of the rows: rebuilt, not pickled
+        return {key: v for key, v in self.__dict__.items() if key != "_fused"}
+
+    def fused(self, train, kernel):
+        """Return the engine's per-query mixture over ``train`` (None: the numpy path), kept.
+
+        Built on first use; again if ``train`` or the ``x`` kernel is another object.
+        """
+        kept = getattr(self, "_fused", None)
+        if kept is None or kept[0] is not train or kept[1] is not kernel:
+            fused = _engine.sorted_mixture(train, kernel, self.y, self.kernel, self.order)
+            kept = self._fused = (train, kernel, fused)
+        return kept[2]
+
     def cdf_terms(self, d: np.ndarray) -> np.ndarray:
         """``G(d / h_y)`` of differences ``d = y - y_i`` (the step ``1{d >= 0}`` at ``h_y = 0``)."""
         if self.h == 0:
@@ -395,7 +409,7 @@ class _ConditionalMixin:
 
     def _fused(self, mix: Mixture):
         """Return the engine's compiled per-query mixture of this fit, or None (the numpy path)."""
-        return _engine.sorted_mixture(self._exact_train(), self._kernel, mix.y, mix.kernel)
+        return mix.fused(self._exact_train(), self._kernel)
 
     def _expect(self, Q: np.ndarray, y_values, terms, pdf: bool = False) -> np.ndarray:
         T = check_y_values(y_values, len(Q))

@@ -124,3 +124,93 @@ def test_taylor_cells_cover_the_rows_within_a_quarter_bandwidth():
         assert np.abs(s).max() <= 0.25 + 1e-9  # the grid index rounds: 2e6 cells at 1e-3
         rows = np.repeat(np.arange(centres.size), np.diff(starts))
         np.testing.assert_allclose(centres[rows] + s * h, ys, rtol=0, atol=1e-12 * np.abs(ys).max())
+
+
+def test_paired_table_polynomials_equal_phi_on_their_interval():
+    # Each node's economised polynomial against scipy's ndtr and the normal density,
+    # over |x| <= RADIUS (a cell's half-width and half a node step), at every node.
+    from skl_nw._engine import _compiled_cells, _compiled_paired
+
+    radius, edge = _compiled_paired.RADIUS, _compiled_cells.CELL_EDGE + _compiled_cells.CELL_HALF
+    x = np.linspace(-radius, radius, 41)
+    for pdf in (False, True):
+        table, u0, inv_step = _compiled_paired.paired_table(pdf)
+        u = u0 + np.arange(len(table)) / inv_step
+        assert u[0] < -edge and u[-1] > edge  # every cell of a window has a node within a step
+        V = np.zeros((len(u), len(x)))
+        for p in range(table.shape[1] - 1, -1, -1):
+            V = V * x + table[:, [p]]
+        Z = u[:, None] - x
+        exact = np.exp(-0.5 * Z**2) / np.sqrt(2 * np.pi) if pdf else ndtr(Z)
+        np.testing.assert_allclose(V, exact, rtol=0, atol=3e-16)
+
+
+def test_base2_exponential_matches_numpy():
+    from skl_nw._engine._compiled_exp import _exp2_nonpositive
+
+    @numba.njit
+    def exp2_array(x, out):
+        for j in range(x.size):
+            out[j] = _exp2_nonpositive(x[j])
+
+    rng = np.random.default_rng(10)
+    x = np.concatenate([-rng.uniform(0, 1021, 100_000), -rng.uniform(0, 1e-3, 1000),
+                        [0.0, -0.5, -1.0, -1020.99, -1021.5, -1e300, -np.inf]])  # fmt: skip
+    out = np.empty_like(x)
+    exp2_array(x, out)
+    normal = x > -1021
+    ref = np.exp2(x[normal])
+    assert np.max(np.abs(out[normal] - ref) / ref) < 4 * np.finfo(float).eps
+    assert np.all(out[~normal] == 0.0)
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_paired_values_equal_the_dense_mixture_in_hard_cases(d):
+    # One value a query (the tabulated polynomials): queries far from every point (the
+    # weights underflow and are redone), ties in y, zero sample weights, values at the
+    # cells' edges and centres, in both tails and beyond; d = 3 takes the natural pass.
+    rng = np.random.default_rng(11)
+    n, hy = 600, 0.07
+    X = rng.uniform(-2, 2, size=(n, d))
+    y = np.round(np.sin(2 * X[:, 0]) + 0.3 * rng.normal(size=n), 2)  # ties
+    w = rng.integers(0, 3, n).astype(float)  # a third of the rows weigh 0
+    h = np.linspace(0.3, 0.5, d)
+    reg = NadarayaWatsonRegressor(h, y_bandwidth=hy).fit(X, y, sample_weight=w)
+    # 13 or more bandwidths from every point: the weights' sum is below e^-600 (redone).
+    Xq = np.vstack([rng.uniform(-2, 2, (60, d)), np.full((3, d), 15.0), np.full((3, d), -17.0)])
+    cells = taylor_cells(np.sort(y), 1 / hy)[2]
+    t = np.concatenate([
+        rng.choice(cells, 20) + np.array([-0.25, 0.25])[rng.integers(0, 2, 20)] * hy,  # cell edges
+        rng.choice(cells, 10),
+        rng.choice(y, 10),
+        y.min() - hy * np.array([1.0, 3.0, 6.0, 12.0]),  # lower tail
+        y.max() + hy * np.array([1.0, 3.0, 6.0, 12.0]),  # upper tail
+        rng.uniform(-3, 3, 18),
+    ])  # fmt: skip
+    T = rng.permutation(np.resize(t, len(Xq)))[:, None]
+    F, f = _dense(X, y, w, Xq, T, h, hy)
+    F_ours, f_ours = reg.predict_cdf(Xq, T), reg.predict_pdf(Xq, T)
+    np.testing.assert_allclose(F_ours, F, rtol=0, atol=2e-15)
+    np.testing.assert_allclose(f_ours * hy, f * hy, rtol=0, atol=2e-15)
+    tail = F < 1e-3
+    assert tail.sum() >= 5
+    np.testing.assert_allclose(F_ours[tail], F[tail], rtol=1e-11, atol=1e-300)
+    small = (T < y.min()) & (f * hy < 1e-3)
+    np.testing.assert_allclose(f_ours[small], f[small], rtol=1e-11, atol=1e-300)
+
+
+def test_the_sorted_mixture_is_kept_per_fit_and_not_pickled():
+    import pickle
+
+    rng = np.random.default_rng(12)
+    X, Xq = rng.normal(size=(300, 2)), rng.normal(size=(20, 2))
+    y, t = X[:, 0] + rng.normal(size=300), rng.normal(size=(20, 1))
+    reg = NadarayaWatsonRegressor([0.4, 0.5], y_bandwidth=0.3).fit(X, y)
+    F = reg.predict_cdf(Xq, t)
+    kept = reg._fused(reg._mixture)
+    assert reg._fused(reg._mixture) is kept  # one sort and copy of the rows per fit
+    copy = pickle.loads(pickle.dumps(reg))
+    assert "_fused" not in vars(copy._mixture)
+    np.testing.assert_array_equal(copy.predict_cdf(Xq, t), F)
+    reg.fit(X, -y)  # a refit: a new mixture, nothing of the old one
+    np.testing.assert_allclose(reg.predict_cdf(Xq, -t), 1 - F, rtol=0, atol=1e-14)
