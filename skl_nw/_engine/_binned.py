@@ -459,6 +459,18 @@ class BinnedSums:
                                         algorithm=algorithm)  # fmt: skip
         return self._exact
 
+    def squared(self) -> BinnedSums:
+        """Return the squared kernel's weight sums on the same data (no values), built once.
+
+        The ``sum_i w_i K_i^2`` of standard errors and their degrees of
+        freedom: one binning and convolution per fit, not per call.
+        """
+        squared = getattr(self, "_squared", None)
+        if squared is None:
+            squared = self._squared = BinnedSums(self.X, self.w, self.values[:, :0], self.kernel,
+                                                 self.tol, self.rtol, power=2)  # fmt: skip
+        return squared
+
     def interpolated(self, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Binned sums at queries ``Q`` and which of them the grid answers: (m, k + 1), (m,).
 

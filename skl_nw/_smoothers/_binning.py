@@ -111,9 +111,7 @@ def _grid_factor(binned: BinnedSums, Q: np.ndarray, S: np.ndarray, good: np.ndar
     binned ``sum w K`` (in units of ``weight_unit``); the squared kernel's
     sums are binned here on the same grid.
     """
-    second = BinnedSums(binned.X, binned.w, binned.values[:, :0], binned.kernel, binned.tol,
-                        binned.rtol, power=2)  # fmt: skip
-    S2, good2 = second.interpolated(Q)
+    S2, good2 = binned.squared().interpolated(Q)
     with np.errstate(divide="ignore", invalid="ignore"):
         factor = S2[:, -1] / S[:, -1] ** 2 / binned.weight_unit  # sums of w / unit
         return factor, good & good2

@@ -161,6 +161,30 @@ def test_standard_errors_of_many_queries_are_computed_on_the_grid(rng, kernel, d
     assert np.abs(band - exact_band).max() <= 10 * tol * np.abs(exact_band).max()
 
 
+def test_squared_kernel_sums_are_binned_once_per_fit(rng, monkeypatch):
+    # A normal interval needs sum w K^2 twice (the standard error and its degrees of
+    # freedom); a second call the same again: one binning of the squared kernel per
+    # fit, and a pickled fit (which stores no grid) rebuilds it to the same bits.
+    from skl_nw._engine import _binned
+
+    X = rng.uniform(0, 1, size=(40_000, 1))
+    y = np.sin(6 * X[:, 0]) + rng.normal(0, 0.2, len(X))
+    Q = rng.uniform(0.05, 0.95, size=(2_000, 1))
+    reg = NadarayaWatsonRegressor(bandwidth=0.05, algorithm="binned").fit(X, y)
+    built, init = [], _binned.BinnedSums.__init__
+
+    def counted(self, *args, power=1, **kwargs):
+        built.append(power)
+        init(self, *args, power=power, **kwargs)
+
+    monkeypatch.setattr(_binned.BinnedSums, "__init__", counted)
+    first = reg.predict_interval(Q)
+    np.testing.assert_array_equal(reg.predict_interval(Q), first)
+    assert built == [2]
+    loaded = pickle.loads(pickle.dumps(reg))
+    np.testing.assert_array_equal(loaded.predict_interval(Q), first)
+
+
 def test_standard_errors_of_few_queries_are_exact(rng):
     X = rng.uniform(0, 1, size=(5_000, 1))
     y = np.sin(6 * X[:, 0]) + rng.normal(0, 0.2, 5_000)
