@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import sys
 import warnings
 from pathlib import Path
 
@@ -30,8 +31,6 @@ def _drop_stale_machine_code() -> None:
     numba caches the kernels (beside the sources, ``NUMBA_CACHE_DIR`` or the
     user's cache).  Directories that cannot be written are left alone.
     """
-    import sys
-
     import numba
 
     here = Path(__file__).parent

@@ -96,15 +96,8 @@ def abs_mean(mu, s: float) -> np.ndarray:
     ``u = mu / (s sqrt 2)``; in place on two temporaries of the size of ``mu``.
     """
     mu = np.asarray(mu, dtype=float)
-    u = np.multiply(mu, 1.0 / (s * np.sqrt(2.0)), out=np.empty_like(mu))
-    out = erf(u, out=np.empty_like(mu))
-    out *= mu
-    with np.errstate(over="ignore"):  # u^2 beyond the floats: exp(-inf) = 0
-        np.square(u, out=u)
-    np.negative(u, out=u)
-    np.exp(u, out=u)
-    u *= s * _ROOT_2_OVER_PI
-    out += u
+    u, out = _scaled_and(erf, mu, s)
+    out += _density_term(u, s)
     return out
 
 
@@ -114,16 +107,27 @@ def abs_excess(mu, s: float) -> np.ndarray:
     Decreasing in ``|mu|`` (its derivative is ``-2 Phi(-|mu| / s)``); no
     cancellation against ``|mu|``.
     """
-    m = np.abs(np.asarray(mu, dtype=float))
+    u, out = _scaled_and(erfc, np.abs(np.asarray(mu, dtype=float)), s)
+    u = _density_term(u, s)
+    u -= out
+    return u
+
+
+def _scaled_and(special, m: np.ndarray, s: float) -> tuple[np.ndarray, np.ndarray]:
+    """Return ``u = m / (s sqrt 2)`` and ``m special(u)``, two new arrays."""
     u = np.multiply(m, 1.0 / (s * np.sqrt(2.0)), out=np.empty_like(m))
-    out = erfc(u, out=np.empty_like(m))
+    out = special(u, out=np.empty_like(m))
     out *= m
+    return u, out
+
+
+def _density_term(u: np.ndarray, s: float) -> np.ndarray:
+    """``s sqrt(2/pi) exp(-u^2)``, in place on ``u`` (returned)."""
     with np.errstate(over="ignore"):  # u^2 beyond the floats: exp(-inf) = 0
         np.square(u, out=u)
     np.negative(u, out=u)
     np.exp(u, out=u)
     u *= s * _ROOT_2_OVER_PI
-    u -= out
     return u
 
 
