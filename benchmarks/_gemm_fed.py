@@ -23,7 +23,7 @@ ROWS, BLOCK = 256, 1024
 
 @numba.njit(inline="always", fastmath=_FAST)
 def _fold(G, s, qq, xx, j0, jb, slope, off):  # pragma: no cover - compiled
-    """``G = slope (|q|^2 + |x|^2 - 2 G) + off`` on the tile's rows, in place."""
+    """``G = slope (|q|^2 + |x|^2 - 2 G) + off`` on the tile's rows, in place (in bits)."""
     for r in range(s, s + _TILE):
         g, q = G[r], qq[r]
         for j in range(jb):

@@ -109,6 +109,17 @@ def folded_product(Q: np.ndarray, X: np.ndarray):
     return lambda: np.dot(left, right, out=out)
 
 
+def log_weights_call(Q, X, bandwidth):
+    """:func:`._log_weights.log_weights_call`, or ``(None, None)`` off the tiled kernels."""
+    from skl_nw._engine import _dense
+
+    if _dense.compiled() is None or X.shape[1] < _dense.TILED_MIN_FEATURES:
+        return None, None
+    from ._log_weights import log_weights_call
+
+    return log_weights_call(Q, X, bandwidth)
+
+
 def bench_exp_limit(n: int, repeat: int) -> tuple[str, list[dict]]:
     rows, records = [], []
     exp_rate = ExpRate(n)
@@ -127,25 +138,34 @@ def bench_exp_limit(n: int, repeat: int) -> tuple[str, list[dict]]:
                 with numpy_engine():
                     return model.predict(Q)
 
+            tenth = n // 10 // 32 * 32  # whole groups of the tiled kernels' rows
+            weights, path = log_weights_call(Q[:tenth], X, BANDWIDTH)
             fns = {"compiled": lambda model=model, Q=Q: model.predict(Q), "numpy": numpy_predict,
-                   "gemm": folded_product(Q[: n // 10], X)}  # fmt: skip
-            pairs = {"compiled": n * n, "numpy": len(Qn) * n, "gemm": n // 10 * n}
+                   "gemm": folded_product(Q[:tenth], X), "weights": weights}  # fmt: skip
+            pairs = {"compiled": n * n, "numpy": len(Qn) * n, "gemm": tenth * n,
+                     "weights": tenth * n}  # fmt: skip
+            if weights is None:  # below the tiled kernels' features, or no numba
+                del fns["weights"]
             ratio, rate = interleaved(fns, pairs, repeat, exp_rate)
-            c, p, g = ratio["compiled"], ratio["numpy"], ratio["gemm"]
+            c, p, g, w = (ratio.get(k) for k in ("compiled", "numpy", "gemm", "weights"))
+            alone = "—" if w is None else f"{w:.2f} ({path})"
             rows.append([str(d), f"{c * rate:.3g}", f"{rate:.3g}", f"**{c:.2f}**", f"{p:.2f}",
-                         f"{c / p:.2f}", f"{g:.2f}"])  # fmt: skip
-            records.append({"d": d, "exp_per_s": rate, "compiled": c, "numpy": p, "gemm": g})
+                         f"{c / p:.2f}", alone, f"{g:.2f}"])  # fmt: skip
+            records.append({"d": d, "exp_per_s": rate, "compiled": c, "numpy": p, "gemm": g,
+                            "log_weights": w, "log_weights_path": path})  # fmt: skip
     header = ["d", "pairs/s", "np.exp/s", "compiled ratio", "numpy ratio", "compiled ÷ numpy",
-              "GEMM alone"]  # fmt: skip
+              "log weights alone", "GEMM alone"]  # fmt: skip
     text = (
         f"### Throughput against the exp limit (n = m = {n:,}, Gaussian, h = {BANDWIDTH}, "
         "one thread)\n\n"
         + table(header, rows)
         + f"\n\nMedians of {repeat} runs in turn (CPU seconds); ratio: pairs/s ÷ np.exp "
         "elements/s, measured in the same run.  The numpy passes run a tenth of the queries "
-        "where d >= 32.  GEMM alone: BLAS's float64 product of the folded keys (d + 2 "
-        "columns) for a tenth of the queries, no exponential: a ceiling for any exact float64 "
-        "pass over every pair."
+        "where d >= 32.  Log weights alone: the compiled predict's tiles with no exponential "
+        "and no sums, on its path (folded dot product or direct differences), for a tenth of "
+        "the queries: a ceiling of its design.  GEMM alone: BLAS's float64 product of the "
+        "folded keys (d + 2 columns), no exponential, for a tenth of the queries: a ceiling "
+        "of a GEMM-fed design."
     )
     return text, records
 
@@ -234,8 +254,9 @@ def kernel_calls(kernels, d: int, n: int, m: int, rng) -> dict:
     keys = np.ascontiguousarray(np.column_stack([X, slope * (X**2).sum(1)]).T)
     queries = np.column_stack([-2 * slope * Q, slope * (Q**2).sum(1)])
     Xp, Qp = _dense.pad_features(X), _dense.pad_features(Q)
-    keys_p = np.ascontiguousarray(np.vstack([Xp.T, keys[-1]]))
-    queries_p = np.column_stack([-2 * slope * Qp, queries[:, -1]])
+    bits = slope * np.log2(np.e)  # the tiled kernels' log weights (and _gemm_fed's) in bits
+    keys_p = np.ascontiguousarray(np.vstack([Xp.T, bits * (X**2).sum(1)]))
+    queries_p = np.column_stack([-2 * bits * Qp, bits * (Q**2).sum(1)])
     XT, off = np.ascontiguousarray(Xp.T), np.zeros(n)
     VT, out = np.ascontiguousarray(rng.normal(size=(1, n))), np.empty((m, 2))
     from ._gemm_fed import call
@@ -243,8 +264,8 @@ def kernel_calls(kernels, d: int, n: int, m: int, rng) -> dict:
     return {
         "one pass": lambda: kernels.exp_dot_sums(queries, keys, VT, out),
         "tiled dot": lambda: kernels.exp_dot_tiled(queries_p, keys_p, VT, out),
-        "tiled differences": lambda: kernels.exp_diff_tiled(Qp, XT, slope, off, VT, out),
-        "GEMM-fed": call(Qp, Xp, slope, off, VT, np.empty((m, 2))),
+        "tiled differences": lambda: kernels.exp_diff_tiled(Qp, XT, bits, off, VT, out),
+        "GEMM-fed": call(Qp, Xp, bits, off, VT, np.empty((m, 2))),
     }
 
 

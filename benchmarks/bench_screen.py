@@ -34,12 +34,13 @@ def kernel_calls(kernels, d: int, n: int, m: int) -> tuple[dict, callable]:
     V = np.random.default_rng(d).normal(size=(1, n))
     outs = {name: np.empty((m, 2)) for name in ("tiled", "screened")}
     error = abs(slope) * (d + 2) * _dense._EPS * 2 * max((X**2).sum(1).max(), (Q**2).sum(1).max())
+    bits = slope * np.log2(np.e)  # the tiled kernels take their log weights in bits
     if error > _dense.MAX_GEMM_ERROR:  # as FoldedKeys chooses
         XT = np.ascontiguousarray(X.T)
-        tiled = lambda: kernels.exp_diff_tiled(Q, XT, slope, off, V, outs["tiled"])  # noqa: E731
+        tiled = lambda: kernels.exp_diff_tiled(Q, XT, bits, off, V, outs["tiled"])  # noqa: E731
     else:
-        keys = np.ascontiguousarray(np.vstack([X.T, slope * (X**2).sum(1)]))
-        queries = np.column_stack([-2 * slope * Q, slope * (Q**2).sum(1)])
+        keys = np.ascontiguousarray(np.vstack([X.T, bits * (X**2).sum(1)]))
+        queries = np.column_stack([-2 * bits * Q, bits * (Q**2).sum(1)])
         tiled = lambda: kernels.exp_dot_tiled(queries, keys, V, outs["tiled"])  # noqa: E731
     calls = {
         "tiled": tiled,

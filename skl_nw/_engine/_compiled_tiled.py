@@ -14,6 +14,12 @@ first are summed in tiles (:func:`_tile_columns`).
 register tiles), for the passes that need the (m, n) block: the grouped sums
 and the other kernels' log-space path where the folded product could cancel.
 
+Their log weights are in bits (base 2: the caller folds ``log2 e`` into the
+slope and the offsets): the exponential is then ``2^x``, which needs no
+reduction by ``ln 2`` (:func:`_compiled_exp._exp2_nonpositive`: three fewer
+multiply-adds a pair, in kernels whose multiply-adds are the bound in d >= 8;
+``python -m benchmarks engine --only exp_limit``).
+
 ``exp_dot_tiled`` (the folded dot product: ``c`` multiply-adds per pair) is
 exact to the GEMM's rounding, which the caller bounds; ``exp_diff_tiled``
 (squared differences: a subtraction and a multiply-add per feature) is exact
@@ -25,7 +31,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ._compiled_exp import _FAST, _exp_nonpositive
+from ._compiled_exp import _FAST, _exp2_nonpositive
 
 # Query rows per tile of the fused kernels, and value columns per tile: each training
 # point's columns are read once per tile, and 4 rows x 3 columns of sums stay in
@@ -204,7 +210,7 @@ def _diff_block(P, XT, j0, jb, slope, off, A):  # pragma: no cover - compiled
 
 @numba.njit(inline="always", fastmath=_FAST)
 def _exp_block(A, E, j0, jb, v, lead, sums):  # pragma: no cover - compiled
-    """``exp`` of the block, added to ``sums[r] = (sum e, sum e v)``; into ``E`` if it has columns.
+    """``2^A`` of the block, added to ``sums[r] = (sum e, sum e v)``; into ``E`` if it has columns.
 
     ``sum e v`` only when ``lead`` (the first value column, in this pass).
     """
@@ -215,17 +221,17 @@ def _exp_block(A, E, j0, jb, v, lead, sums):  # pragma: no cover - compiled
         if store:
             e = E[r, j0 : j0 + jb]
             for j in range(jb):
-                t = _exp_nonpositive(a[j])
+                t = _exp2_nonpositive(a[j])
                 e[j] = t
                 den += t
         elif lead:
             for j in range(jb):
-                t = _exp_nonpositive(a[j])
+                t = _exp2_nonpositive(a[j])
                 den += t
                 num += t * v[j]
         else:
             for j in range(jb):
-                den += _exp_nonpositive(a[j])
+                den += _exp2_nonpositive(a[j])
         if store and lead:
             for j in range(jb):
                 num += e[j] * v[j]
@@ -257,9 +263,12 @@ def _group_rows(Q, g0, P):  # pragma: no cover - compiled
 
 @numba.njit(nogil=True, cache=True, fastmath=_FAST)
 def exp_dot_tiled(Qk, KT, VT, out):  # pragma: no cover - compiled
-    """``exp_dot_sums`` (same arguments and result) with the log weights in register tiles.
+    """``exp_dot_sums`` with the log weights in register tiles and in bits.
 
-    The number of features ``c = KT.shape[0] - 1`` is a multiple of 4 (zero rows padded).
+    The same arguments and result, except that the folded product is the
+    base-2 log weight: ``e_ij = 2^(Qk_i . KT_j)`` (the caller's slope and
+    offsets times ``log2 e``).  The number of features ``c = KT.shape[0] - 1``
+    is a multiple of 4 (zero rows padded).
     """
     m, n, k = Qk.shape[0], KT.shape[1], VT.shape[0]
     lead = k % _COLUMNS == 1  # the first column in the exponential's pass, the others in tiles
@@ -279,7 +288,7 @@ def exp_dot_tiled(Qk, KT, VT, out):  # pragma: no cover - compiled
 
 @numba.njit(nogil=True, cache=True, fastmath=_FAST)
 def exp_diff_tiled(Q, XT, slope, off, VT, out):  # pragma: no cover - compiled
-    """``out[i] = [sum_j e_ij VT[:, j], sum_j e_ij]``, ``e_ij = exp(slope |Q_i - X_j|^2 + off_j)``.
+    """``out[i] = [sum_j e_ij VT[:, j], sum_j e_ij]``, ``e_ij = 2^(slope |Q_i - X_j|^2 + off_j)``.
 
     ``XT`` is ``X.T`` (d, n) with ``d`` a multiple of 4 (zero rows padded, and
     zero columns in ``Q``), ``slope <= 0`` and ``off <= 0``; squared distances

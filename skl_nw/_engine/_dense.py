@@ -14,6 +14,7 @@ from ._chunks import chunk_rows
 from ._loader import compiled
 
 _EPS = np.finfo(np.float64).eps
+_LOG2E = 1.4426950408889634  # the tiled kernels take their log weights in bits
 # Bytes of temporaries per (query, training point) pair in a chunk: the
 # squared distances (8), the log kernel and its powers (16) and the
 # temporaries of a log-profile (sqrt, cos, log: up to 24).
@@ -299,9 +300,11 @@ class FoldedKeys:
         # Many features: the tiled kernels, features padded to a multiple of four.
         self.tiled = self.fused and train.onehot is None and train.d >= TILED_MIN_FEATURES
         self.XT = self.offset = None  # the direct differences, made when first needed
-        if self.tiled:
+        if self.tiled:  # log weights in bits (see _compiled_tiled)
             X = pad_features(train.X).T
-            self.keys = [np.ascontiguousarray(np.vstack([X, k[:, -2]])) for k in self.keys]
+            self.keys = [np.ascontiguousarray(np.vstack([X, _LOG2E * c * train.sq_norms
+                                                         + _LOG2E * shifted]))
+                         for c in slopes]  # fmt: skip
         elif self.fused:  # the ones are implied (see exp_dot_sums)
             self.keys = [np.ascontiguousarray(keys[:, :-1].T) for keys in self.keys]
         if self.fused and self.cells is not None:
@@ -329,7 +332,8 @@ class FoldedKeys:
             if self.cells is not None:  # each cell's log kernel: (m, n_cells)
                 R = np.ascontiguousarray(R[:, self.cells].sum(axis=2))
             if self.tiled:
-                queries = np.column_stack([pad_features(-2.0 * c * Q), c * q_sq])
+                bits = _LOG2E * c
+                queries = np.column_stack([pad_features(-2.0 * bits * Q), bits * q_sq])
                 kernels.exp_dot_tiled(queries, keys, self.VT, out[t])
             elif self.fused:
                 queries = np.column_stack([-2.0 * c * Q, c * q_sq])
@@ -357,11 +361,11 @@ class FoldedKeys:
         """
         if self.XT is None:
             self.XT = np.ascontiguousarray(pad_features(self.train.X).T)
-            self.offset = shifted_log_weights(self.train.log_w)
+            self.offset = _LOG2E * shifted_log_weights(self.train.log_w)  # in bits
         out = np.empty((len(self.slopes), len(Q), self.values.shape[1] + 1))
         queries = pad_features(Q)
         for t, c in enumerate(self.slopes):
-            compiled().exp_diff_tiled(queries, self.XT, c, self.offset, self.VT, out[t])
+            compiled().exp_diff_tiled(queries, self.XT, _LOG2E * c, self.offset, self.VT, out[t])
         return np.moveaxis(out, 0, 1)
 
 

@@ -497,11 +497,13 @@ def test_tiled_kernels_equal_formula(compiled, rng, c, k):
     E = np.exp(slope * S + off)
     ref = np.column_stack([E @ V, E.sum(axis=1)])
     scale = np.column_stack([E @ np.abs(V), E.sum(axis=1)])
-    keys = np.vstack([X.T, slope * (X**2).sum(axis=1) + off])
-    queries = np.column_stack([-2.0 * slope * Q, slope * (Q**2).sum(axis=1)])
+    # The kernels take their log weights in bits (base 2).
+    bits, off_bits = slope * np.log2(np.e), off * np.log2(np.e)
+    keys = np.vstack([X.T, bits * (X**2).sum(axis=1) + off_bits])
+    queries = np.column_stack([-2.0 * bits * Q, bits * (Q**2).sum(axis=1)])
     for kernel, args in [
         (compiled.exp_dot_tiled, (queries, keys)),
-        (compiled.exp_diff_tiled, (Q, np.ascontiguousarray(X.T), slope, off)),
+        (compiled.exp_diff_tiled, (Q, np.ascontiguousarray(X.T), bits, off_bits)),
     ]:
         out = np.full((m, k + 1), np.nan)
         kernel(*args, VT, out)

@@ -27,7 +27,9 @@ def unscreened(Q, X, slope, off, V):
     kernels = pytest.importorskip("skl_nw._engine._compiled")
     out = np.empty((len(Q), V.shape[1] + 1))
     XT = np.ascontiguousarray(_dense.pad_features(X).T)
-    kernels.exp_diff_tiled(_dense.pad_features(Q), XT, slope, off, np.ascontiguousarray(V.T), out)
+    bits, off_bits = slope * np.log2(np.e), off * np.log2(np.e)  # its log weights in bits
+    VT = np.ascontiguousarray(V.T)
+    kernels.exp_diff_tiled(_dense.pad_features(Q), XT, bits, off_bits, VT, out)
     return out
 
 
