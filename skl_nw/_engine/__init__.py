@@ -18,7 +18,8 @@ Module map:
   features), ``_compiled_exp`` (the exponential), ``_compiled_binned``,
   ``_compiled_local`` (the local solve's twin), ``_compiled_mlkr`` (a tile of
   the learned metric's loss);
-* ``_tree``: the tree path (neighbourhoods, radius bounds, COO sums);
+* ``_tree``: the tree path (neighbourhoods, radius bounds, COO sums;
+  ``_compiled_coo`` their compiled passes over the entries);
 * ``_span``: nearest-neighbour bandwidths (LOESS's span), each query's
   radius from its k-th nearest row; ``_window`` the window path of
   one-dimensional spans (``_compiled_window`` its block moments and loop);

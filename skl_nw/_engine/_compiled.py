@@ -19,7 +19,8 @@ scalar ``exp`` (2 ulp); below ``-708`` it returns 0 (the engine redoes rows
 whose sums underflow in log space).
 
 The binned path's passes (``_compiled_binned``), the local fits' solve
-(``_compiled_local``), the window path's sums (``_compiled_window``), the
+(``_compiled_local``), the window path's sums (``_compiled_window``), the tree
+path's sums of COO entries (``_compiled_coo``), the
 per-query mixtures of the conditional distributions
 (``_compiled_conditional``) and the tiled kernels are re-exported here.  Each kernel
 compiles on its first call, for the one signature of :func:`examples`, and is
@@ -51,6 +52,7 @@ from ._compiled_conditional import (
     mixture_values,
     smoothed_quantiles,
 )
+from ._compiled_coo import coo_example, coo_log_sums, coo_sums, pair_sq_distances
 from ._compiled_exp import _FAST, _exp_nonpositive
 from ._compiled_grid import grid_example, grid_radii, grid_sums
 from ._compiled_local import local_example, local_fit
@@ -67,6 +69,8 @@ from ._compiled_window import window_example, window_moments, window_sums, windo
 __all__ = [
     "binned_loo",
     "combine_spectra",
+    "coo_log_sums",
+    "coo_sums",
     "empirical_quantiles",
     "examples",
     "exp_inplace",
@@ -87,6 +91,7 @@ __all__ = [
     "mixture_values",
     "offset_bin",
     "offset_bin_line",
+    "pair_sq_distances",
     "smoothed_quantiles",
     "sq_distances_tiled",
     "warm_up",
@@ -427,6 +432,7 @@ def examples() -> dict:
         **window_example(),
         **grid_example(),
         **conditional_examples(),
+        **coo_example(),
     }  # fmt: skip
 
 

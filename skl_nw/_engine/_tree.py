@@ -16,6 +16,7 @@ from scipy.special import logsumexp
 
 from .._kernels import Kernel
 from . import _span
+from ._loader import compiled
 
 # Bytes per neighbour on the tree path: index, row id, squared distance, log
 # weight, weight (8 each) and the COO sums' temporaries, plus the two gathered
@@ -75,9 +76,15 @@ def _concat(parts):
 def pair_sq_distances(Q: np.ndarray, X: np.ndarray, row: np.ndarray, col: np.ndarray):
     """``|Q[row] - X[col]|^2`` per pair, by direct differences.
 
-    ``np.take`` along axis 0 gathers whole rows (one cache miss per training
-    point, and measured 2.5x faster than fancy indexing ``X[col]``).
+    Compiled where numba is there (no gathered copies).  numpy's ``np.take``
+    along axis 0 gathers whole rows (one cache miss per training point, and
+    measured 2.5x faster than fancy indexing ``X[col]``).
     """
+    kernels = compiled()
+    if kernels is not None:
+        out = np.empty(len(row))
+        kernels.pair_sq_distances(np.ascontiguousarray(Q), np.ascontiguousarray(X), row, col, out)
+        return out
     diff = np.take(Q, row, axis=0)
     diff -= np.take(X, col, axis=0)
     return np.einsum("ij,ij->i", diff, diff)
@@ -209,11 +216,18 @@ def log_kernel_entries(Q, train, kernel, row, col, s, fallback, exclude=None):
 def entry_sums(row, col, t, V, groups, n_groups, m, mult=None):
     """:func:`skl_nw._engine._dense.block_sums` from COO entries ``t`` (log terms).
 
-    Straight from the entries with bincount: building a sparse matrix would
-    sort them first (measured: a tenth of a tree predict at n = 1e6).
+    Straight from the entries (one compiled pass for the row maxima, one for
+    the rest; or numpy's ``maximum.at`` and bincounts): building a sparse
+    matrix would sort them first (measured: a tenth of a tree predict at n = 1e6).
     """
     key = row if n_groups == 1 else row * n_groups + groups[col]
     r = np.full(m * n_groups, -np.inf)
+    kernels = compiled()
+    if kernels is not None:
+        scaled = np.zeros((m * n_groups, V.shape[1] + 1))
+        factor = np.empty(0) if mult is None else mult
+        kernels.coo_log_sums(key, col, t, np.ascontiguousarray(V), factor, r, scaled)
+        return r.reshape(m, n_groups), scaled.reshape(m, n_groups, -1)
     np.maximum.at(r, key, t)
     e = np.exp(t - np.where(np.isfinite(r), r, 0.0)[key])
     if mult is not None:
@@ -225,8 +239,15 @@ def entry_sums(row, col, t, V, groups, n_groups, m, mult=None):
 def coo_sums(row, col, e, V, m):
     """Return ``[sum e V, sum e]`` per row from COO entries.
 
-    A bincount of no entries at all comes back as integers, hence the cast.
+    One compiled pass over the entries where numba is there (the same bits);
+    else a bincount per column.  A bincount of no entries at all comes back
+    as integers, hence the cast.
     """
+    kernels = compiled()
+    if kernels is not None:
+        out = np.zeros((m, V.shape[1] + 1))
+        kernels.coo_sums(row, col, e, np.ascontiguousarray(V), out)
+        return out
     Vc = np.take(V, col, axis=0)
     columns = [np.bincount(row, weights=e * Vc[:, j], minlength=m) for j in range(V.shape[1])]
     columns.append(np.bincount(row, weights=e, minlength=m))
