@@ -539,13 +539,16 @@ class Rule:
 
     ``limits`` holds ``(largest d, share limit)`` pairs by increasing d (beyond
     the last d: brute force); ``fast_limit``, if not None, replaces the limit
-    where brute force folds the kernel into one GEMM (:func:`fast_brute`).
+    where brute force folds the kernel into one GEMM (:func:`fast_brute`);
+    ``min_n``, if not None, holds ``(largest d, smallest n for the Epanechnikov
+    kernel, for the Gaussian)`` by increasing d, in place of ``min_samples``.
     """
 
     min_samples: int
     limits: tuple[tuple[int, float], ...]
     tree: str
     fast_limit: float | None = None
+    min_n: tuple[tuple[int, int, int], ...] | None = None
 
     def choices(self, c: dict) -> tuple[np.ndarray, np.ndarray]:
         """Per configuration (see :func:`columns`): whether the rule probes, and the verdict."""
@@ -554,7 +557,10 @@ class Rule:
             limit[c["d"] <= d] = share
         if self.fast_limit is not None:
             limit[c["fast"]] = self.fast_limit
-        return (c["n"] >= self.min_samples) & (limit > 0), c["share"] <= limit
+        need = np.full(len(c["d"]), self.min_samples)
+        for d, compact, gaussian in reversed(self.min_n or ()):
+            need[c["d"] <= d] = np.where(c["gaussian"], gaussian, compact)[c["d"] <= d]
+        return (c["n"] >= need) & (limit > 0), c["share"] <= limit
 
     def times(self, c: dict) -> np.ndarray:
         """Total time ``auto`` would take under this rule, from the measured timings."""
@@ -568,6 +574,9 @@ class Rule:
         runs = [(d, f) for i, (d, f) in enumerate(self.limits)
                 if f > 0 and (i + 1 == len(self.limits) or self.limits[i + 1][1] != f)]  # fmt: skip
         parts += [f"share ≤ {f:g} if d ≤ {d}" for d, f in runs]
+        for d, compact, gaussian in self.min_n or ():
+            if compact or gaussian:
+                parts.append(f"n ≥ {compact:,} (Gaussian {gaussian:,}) if d ≤ {d}")
         if self.fast_limit == 0:
             parts.append("brute wherever it folds the Gaussian")
         elif self.fast_limit is not None:
@@ -575,8 +584,10 @@ class Rule:
         return "; ".join(parts) + f" → {self.tree}"
 
 
-# The rule proposed from the crossover timings (docs/_static/benchmarks/auto_*_rules.csv).
-PROPOSED = Rule(0, ((5, 0.15), (8, 0.07), (12, 0.03)), "ball_tree", fast_limit=0.0)
+# The rule shipped with the compiled kernels (skl_nw/_engine/_auto.py): the earlier
+# limits in d <= 3, the tiled ones beyond (docs/benchmarks.md, "Choosing the algorithm").
+PROPOSED = Rule(0, ((3, 0.15), (5, 0.01), (8, 0.005)), "ball_tree", fast_limit=0.0,
+                min_n=((3, 0, 0), (5, 0, 30_000), (8, 30_000, 30_000)))  # fmt: skip
 
 
 def columns(records) -> dict:
@@ -584,6 +595,7 @@ def columns(records) -> dict:
     c = {key: np.array([r[key] for r in records]) for key in ("n", "d", "probe")}
     c["share"] = np.array([r["fraction"] for r in records])
     c["fast"] = np.array([r["fast_brute"] for r in records])
+    c["gaussian"] = np.array([r["kernel"] == "gaussian" for r in records])
     for a in (*ALGORITHMS, "auto"):
         c[a] = np.array([r["totals"][a] for r in records])
     c["best"] = np.min([c[a] for a in ALGORITHMS], axis=0)

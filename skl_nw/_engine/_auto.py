@@ -7,7 +7,7 @@ import numpy as np
 from .._kernels import Kernel
 from . import _grid
 from ._chunks import single_threaded_blas
-from ._dense import _EPS, MAX_GEMM_ERROR, sq_distances
+from ._dense import _EPS, MAX_GEMM_ERROR, TILED_MIN_FEATURES, sq_distances
 from ._loader import compiled
 from ._train import TrainSet
 from ._tree import log_margin
@@ -26,6 +26,15 @@ _TREE_MIN_SAMPLES = 1_000
 # the data; the share shrinks with the dimension, and beyond 12 features (not
 # measured) a radius query visits most leaves.
 _TREE_MAX_FRACTION = {5: 0.15, 8: 0.07, 12: 0.03}
+# With the compiled kernels, brute force from _dense.TILED_MIN_FEATURES features on
+# runs in register tiles (2-10x the passes the shares above were measured against),
+# so a tree pays there only for small neighbourhoods: at most these shares, in sets
+# of at least _TILED_MIN_SAMPLES points beyond 5 features and, for the Gaussian
+# (whose tiles fuse the exponential), at any d; never beyond 8 features.  Measured
+# over the same 240 configurations: no configuration more than 1.5x slower than the
+# better of brute and tree but three where the Gaussian folds (d = 2, 3; up to 2.8x).
+_TILED_MAX_FRACTION = {5: 0.01, 8: 0.005}
+_TILED_MIN_SAMPLES = 30_000
 # Ball trees beat KD-trees in 236 of the 240 configurations (median 1.29x).
 _TREE = "ball_tree"
 # Probe: queries from this many training rows, against at most this many keys.
@@ -84,14 +93,21 @@ def choose_algorithm(
     Brute force below 1,000 points, above 12 features, when the Gaussian
     folds into one GEMM, or when a query's neighbourhood holds more than a
     dimension-dependent share of the data (15% up to 5 features, 7% up to 8,
-    3% up to 12); a ball tree otherwise.  ``share``: the neighbourhood's
-    share when it is known (a nearest-neighbour span with a compact kernel),
-    instead of the probe; brute force where the compiled span paths take the
-    sums (a LOESS kernel in 1 to 3 dimensions: no tree to build for a fallback).
+    3% up to 12); a ball tree otherwise.  With the compiled kernels, from 4
+    features on: at most 1% up to 5 features and 0.5% up to 8 (none beyond),
+    in sets of at least 30,000 points beyond 5 features or for the Gaussian.
+    ``share``: the neighbourhood's share when it is known (a nearest-neighbour
+    span with a compact kernel), instead of the probe; brute force where the
+    compiled span paths take the sums (a LOESS kernel in 1 to 3 dimensions:
+    no tree to build for a fallback).
     """
     n, d = X.shape
-    limits = [share for max_d, share in _TREE_MAX_FRACTION.items() if d <= max_d]
+    tiled = compiled() is not None and d >= TILED_MIN_FEATURES
+    table = _TILED_MAX_FRACTION if tiled else _TREE_MAX_FRACTION
+    limits = [share for max_d, share in table.items() if d <= max_d]
     if n < _TREE_MIN_SAMPLES or not limits or _folds(X, kernel):
+        return "brute"
+    if tiled and n < _TILED_MIN_SAMPLES and (d > 5 or kernel.log_slope is not None):
         return "brute"
     if share is not None and kernel.power_form is not None and _span_paths(d):
         return "brute"

@@ -492,6 +492,25 @@ def test_auto_uses_brute_force_when_the_gaussian_folds(rng):
     )
 
 
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+def test_auto_keeps_the_tiled_brute_force_in_more_dimensions(rng, monkeypatch, kernel):
+    # d = 8, n = 3,000, h = 0.04: ~0.5% of the data in a query's radius and no fold
+    # (the Gaussian's slope is too steep for the GEMM's bound).  The earlier passes
+    # lost to a ball tree there; the compiled register tiles beat it (Gaussian 8.6x,
+    # Epanechnikov 1.7-2.2x, docs/benchmarks.md "Choosing the algorithm"), so auto
+    # keeps brute force with the compiled kernels and a tree without them.
+    from skl_nw._engine import _auto
+
+    X = rng.uniform(size=(3000, 8))
+    y = np.sin(5 * X[:, 0])
+    share = _engine.neighbour_fraction(X / 0.04, np.zeros(3000), get_kernel(kernel), 1e-16)
+    assert share < 0.01
+    monkeypatch.setattr(_auto, "compiled", lambda: _engine)  # any module: "compiled"
+    assert NadarayaWatsonRegressor(0.04, kernel=kernel).fit(X, y)._fit_method == "brute"
+    monkeypatch.setattr(_auto, "compiled", lambda: None)
+    assert NadarayaWatsonRegressor(0.04, kernel=kernel).fit(X, y)._fit_method == "ball_tree"
+
+
 # --------------------------------------------------------------------------
 # Chunking and threads on the tree path
 
