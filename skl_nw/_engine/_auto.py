@@ -86,7 +86,12 @@ def _span_paths(d: int) -> bool:
 
 
 def choose_algorithm(
-    X: np.ndarray, log_w: np.ndarray, kernel: Kernel, rtol: float, share: float | None = None
+    X: np.ndarray,
+    log_w: np.ndarray,
+    kernel: Kernel,
+    rtol: float,
+    share: float | None = None,
+    plain: bool = True,
 ) -> str:
     """Resolve algorithm="auto" for bandwidth-scaled training inputs ``X``.
 
@@ -99,10 +104,11 @@ def choose_algorithm(
     ``share``: the neighbourhood's share when it is known (a nearest-neighbour
     span with a compact kernel), instead of the probe; brute force where the
     compiled span paths take the sums (a LOESS kernel in 1 to 3 dimensions:
-    no tree to build for a fallback).
+    no tree to build for a fallback).  ``plain``: no categorical features and
+    no span, the sums the tiled limits were measured on (else the earlier ones).
     """
     n, d = X.shape
-    tiled = compiled() is not None and d >= TILED_MIN_FEATURES
+    tiled = plain and compiled() is not None and d >= TILED_MIN_FEATURES
     table = _TILED_MAX_FRACTION if tiled else _TREE_MAX_FRACTION
     limits = [share for max_d, share in table.items() if d <= max_d]
     if n < _TREE_MIN_SAMPLES or not limits or _folds(X, kernel):

@@ -36,14 +36,18 @@ def coo_log_sums(key, col, t, V, mult, top, out):  # pragma: no cover - compiled
     ``top`` comes filled with ``-inf`` and leaves with each row's largest ``t``
     (``-inf`` where a row has none, whose terms are then ``exp(t)``: 0 for
     ``t = -inf``).  Each entry's exponential is taken once, in the pass that
-    adds it (the compiled polynomial, 2 ulp).
+    adds it (the compiled polynomial, 2 ulp).  NaN and infinite terms give
+    numpy's results (a row with a NaN term sums to NaN).
     """
     k = V.shape[1]
     for i in range(key.size):
-        top[key[i]] = max(top[key[i]], t[i])
+        r, v = key[i], t[i]
+        if top[r] == top[r] and not v <= top[r]:  # a NaN sticks, as in numpy's maximum.at
+            top[r] = v
     for i in range(key.size):
         r, c, shift = key[i], col[i], top[key[i]]
-        w = _exp_nonpositive(t[i] - shift if shift > -np.inf else t[i])
+        x = t[i] - (shift if np.isfinite(shift) else 0.0)
+        w = _exp_nonpositive(x) if x <= 0.0 else np.exp(x)  # NaN, x > 0: numpy's values
         if mult.size:
             w *= mult[i]
         for j in range(k):

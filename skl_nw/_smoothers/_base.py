@@ -329,7 +329,8 @@ class _NWBase(BaseEstimator):
         else:
             span = getattr(self, "span", None)  # a span's neighbourhoods hold its share
             share = None if span is None else min(float(span), 1.0)
-            method = _engine.choose_algorithm(Xs, log_w, self._kernel, self.rtol, share)
+            plain = cats is None and span is None
+            method = _engine.choose_algorithm(Xs, log_w, self._kernel, self.rtol, share, plain)
         if Xs.shape[1] == 0:  # categorical features only: nothing for a tree to search
             method = "brute"
         train = _engine.prepare_train(

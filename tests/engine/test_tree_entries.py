@@ -63,3 +63,19 @@ def test_log_space_entry_sums_equal_the_numpy_passes(
                              None if mult is None else np.abs(mult))[1]  # fmt: skip
     assert np.all(np.abs(sums - sums_numpy) <= 1e-14 * scale)
     assert np.all(sums[30:] == 0.0) and np.all(sums[5] == 0.0)
+
+
+def test_log_space_entry_sums_carry_nan_and_infinity_as_numpy_does(compiled, monkeypatch):
+    # Not reached by the package's kernels (their log terms are finite or -inf), but
+    # a custom kernel's could be: the compiled pass must not drop them silently.
+    row, col = np.array([0, 0, 1, 1, 2, 2]), np.array([0, 1, 0, 1, 0, 1])
+    t = np.array([-1.0, np.nan, np.inf, -2.0, -np.inf, -np.inf])
+    calls = []
+    for kernels in (compiled, None):
+        monkeypatch.setattr(_tree, "compiled", lambda kernels=kernels: kernels)
+        with np.errstate(invalid="ignore"):
+            calls.append(_tree.entry_sums(row, col, t.copy(), np.ones((2, 1)), None, 1, 3))
+    (top, sums), (top_numpy, sums_numpy) = calls
+    assert_array_equal(top, top_numpy)
+    assert_array_equal(sums, sums_numpy)
+    assert np.isnan(sums[0]).all() and np.all(sums[1] == np.inf) and np.all(sums[2] == 0.0)

@@ -511,6 +511,23 @@ def test_auto_keeps_the_tiled_brute_force_in_more_dimensions(rng, monkeypatch, k
     assert NadarayaWatsonRegressor(0.04, kernel=kernel).fit(X, y)._fit_method == "ball_tree"
 
 
+@pytest.mark.parametrize("h, tiled, earlier", [(0.25, "ball_tree", "ball_tree"),
+                                                (0.4, "brute", "ball_tree")])  # fmt: skip
+def test_auto_share_limits_with_and_without_the_tiles(rng, monkeypatch, h, tiled, earlier):
+    # Epanechnikov in d = 5 (no minimum n there): a 0.3% share takes a tree on either
+    # rule; a 2.8% share is over the tiled limit (1%) and under the earlier one (15%).
+    # Categorical features or a span (plain=False) keep the earlier limits.
+    from skl_nw._engine import _auto
+
+    X = rng.uniform(size=(3000, 5))
+    kernel = get_kernel("epanechnikov")
+    monkeypatch.setattr(_auto, "compiled", lambda: _engine)
+    assert _auto.choose_algorithm(X / h, np.zeros(3000), kernel, 1e-16) == tiled
+    assert _auto.choose_algorithm(X / h, np.zeros(3000), kernel, 1e-16, plain=False) == earlier
+    monkeypatch.setattr(_auto, "compiled", lambda: None)
+    assert _auto.choose_algorithm(X / h, np.zeros(3000), kernel, 1e-16) == earlier
+
+
 # --------------------------------------------------------------------------
 # Chunking and threads on the tree path
 
