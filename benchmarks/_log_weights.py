@@ -44,9 +44,8 @@ def log_weights_call(Q: np.ndarray, X: np.ndarray, bandwidth: float):
     """
     bits = -0.5 / bandwidth**2 * np.log2(np.e)
     q_sq, x_sq = (Q * Q).sum(1), (X * X).sum(1)
-    error = 0.5 / bandwidth**2 * (Q.shape[1] + 2) * _dense._EPS * (q_sq.max() + x_sq.max())
     Xp, Qp = _dense.pad_features(X), _dense.pad_features(Q)
-    if error > _dense.MAX_GEMM_ERROR:  # as _dense.FoldedKeys chooses
+    if not _dense.gemm_exact(0.5 / bandwidth**2, Q.shape[1], q_sq.max() + x_sq.max()):
         XT, off = np.ascontiguousarray(Xp.T), np.zeros(len(X))
         return lambda: _log_weights(Qp, XT, bits, off, False), "differences"
     KT = np.ascontiguousarray(np.vstack([Xp.T, bits * x_sq]))

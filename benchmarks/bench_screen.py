@@ -33,9 +33,9 @@ def kernel_calls(kernels, d: int, n: int, m: int) -> tuple[dict, callable]:
     slope, off = -0.5 / BANDWIDTH**2, np.zeros(n)
     V = np.random.default_rng(d).normal(size=(1, n))
     outs = {name: np.empty((m, 2)) for name in ("tiled", "screened")}
-    error = abs(slope) * (d + 2) * _dense._EPS * 2 * max((X**2).sum(1).max(), (Q**2).sum(1).max())
+    norms = 2 * max((X**2).sum(1).max(), (Q**2).sum(1).max())
     bits = slope * np.log2(np.e)  # the tiled kernels take their log weights in bits
-    if error > _dense.MAX_GEMM_ERROR:  # as FoldedKeys chooses
+    if not _dense.gemm_exact(slope, d, norms):  # as FoldedKeys chooses
         XT = np.ascontiguousarray(X.T)
         tiled = lambda: kernels.exp_diff_tiled(Q, XT, bits, off, V, outs["tiled"])  # noqa: E731
     else:

@@ -410,9 +410,8 @@ def fast_brute(Xs: np.ndarray, kernel) -> bool:
     if kernel.log_slope is None:
         return False
     sq_norms = _engine.prepare_train(Xs).sq_norms
-    error = abs(kernel.log_slope) * (Xs.shape[1] + 2) * np.finfo(np.float64).eps
     bound = sq_norms.max() + np.quantile(sq_norms, 0.99)
-    return bool(error * bound <= _dense.MAX_GEMM_ERROR)
+    return bool(_dense.gemm_exact(kernel.log_slope, Xs.shape[1], bound))
 
 
 def _crossover_config(X, y, Q, kernel, h, limits, repeat) -> dict:

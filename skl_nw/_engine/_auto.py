@@ -7,7 +7,7 @@ import numpy as np
 from .._kernels import Kernel
 from . import _grid
 from ._chunks import single_threaded_blas
-from ._dense import _EPS, MAX_GEMM_ERROR, TILED_MIN_FEATURES, sq_distances
+from ._dense import TILED_MIN_FEATURES, gemm_exact, sq_distances
 from ._loader import compiled
 from ._train import TrainSet
 from ._tree import log_margin
@@ -76,8 +76,7 @@ def _folds(X: np.ndarray, kernel: Kernel) -> bool:
     centred = X - X.mean(axis=0)
     sq_norms = np.einsum("ij,ij->i", centred, centred)
     typical = float(np.percentile(sq_norms, 99))
-    error = abs(kernel.log_slope) * (X.shape[1] + 2) * _EPS
-    return error * (float(sq_norms.max()) + typical) <= MAX_GEMM_ERROR
+    return gemm_exact(kernel.log_slope, X.shape[1], float(sq_norms.max()) + typical)
 
 
 def _span_paths(d: int) -> bool:

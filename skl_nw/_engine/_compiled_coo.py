@@ -18,15 +18,20 @@ import numpy as np
 from ._compiled_exp import _FAST, _exp_nonpositive
 
 
+@numba.njit(inline="always")
+def _add_entry(out, r, V, c, w):  # pragma: no cover - compiled
+    """``out[r] += w [V[c], 1]``."""
+    k = V.shape[1]
+    for j in range(k):
+        out[r, j] += w * V[c, j]
+    out[r, k] += w
+
+
 @numba.njit(nogil=True, cache=True)
 def coo_sums(row, col, e, V, out):  # pragma: no cover - compiled
     """``out[r] = [sum e V[col], sum e]`` over the entries of row ``r`` (``out`` zeroed)."""
-    k = V.shape[1]
     for i in range(row.size):
-        r, c, w = row[i], col[i], e[i]
-        for j in range(k):
-            out[r, j] += w * V[c, j]
-        out[r, k] += w
+        _add_entry(out, row[i], V, col[i], e[i])
 
 
 @numba.njit(nogil=True, cache=True, fastmath=_FAST)
@@ -39,20 +44,17 @@ def coo_log_sums(key, col, t, V, mult, top, out):  # pragma: no cover - compiled
     adds it (the compiled polynomial, 2 ulp).  NaN and infinite terms give
     numpy's results (a row with a NaN term sums to NaN).
     """
-    k = V.shape[1]
     for i in range(key.size):
         r, v = key[i], t[i]
         if top[r] == top[r] and not v <= top[r]:  # a NaN sticks, as in numpy's maximum.at
             top[r] = v
     for i in range(key.size):
-        r, c, shift = key[i], col[i], top[key[i]]
+        shift = top[key[i]]
         x = t[i] - (shift if np.isfinite(shift) else 0.0)
         w = _exp_nonpositive(x) if x <= 0.0 else np.exp(x)  # NaN, x > 0: numpy's values
         if mult.size:
             w *= mult[i]
-        for j in range(k):
-            out[r, j] += w * V[c, j]
-        out[r, k] += w
+        _add_entry(out, key[i], V, col[i], w)
 
 
 @numba.njit(nogil=True, cache=True)

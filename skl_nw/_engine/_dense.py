@@ -246,6 +246,17 @@ def weighted_sums(A: np.ndarray, V: np.ndarray) -> np.ndarray:
     return sums
 
 
+def gemm_exact(slope: float, d: int, sq_norms: float) -> bool:
+    """Whether the folded product's rounding stays within ``MAX_GEMM_ERROR``.
+
+    The expansion ``|q|^2 - 2 q.x + |x|^2`` over ``d`` features, times the
+    kernel's ``slope``, rounds to about ``|slope| (d + 2) eps sq_norms`` in a
+    log weight, with ``sq_norms`` the largest squared query norm plus the
+    largest training one (bandwidth units, about the training centre).
+    """
+    return abs(slope) * (d + 2) * _EPS * sq_norms <= MAX_GEMM_ERROR
+
+
 def shifted_log_weights(log_w: np.ndarray) -> np.ndarray:
     """``log w - max log w`` (so every log weight is <= 0), with -inf as -1e300.
 
@@ -283,11 +294,6 @@ class FoldedKeys:
             if len(self.cells) * 8 > len(columns):
                 self.cells, cell_of = None, columns
             self.codes = np.ascontiguousarray(cell_of.reshape(len(columns), -1).T, np.int64)
-        extra = [] if train.onehot is None or kernels is not None else [train.onehot]
-        self.keys = [
-            np.column_stack([train.X, c * train.sq_norms + shifted, np.ones(len(V)), *extra])
-            for c in slopes
-        ]
         self.VT = np.ascontiguousarray(V.T)
         # The dot products in the compiled pass: the keys by column. Its tiles beat the
         # exp then a single-threaded BLAS product up to FUSED_MAX_VALUE_COLUMNS
@@ -305,8 +311,14 @@ class FoldedKeys:
             self.keys = [np.ascontiguousarray(np.vstack([X, _LOG2E * c * train.sq_norms
                                                          + _LOG2E * shifted]))
                          for c in slopes]  # fmt: skip
-        elif self.fused:  # the ones are implied (see exp_dot_sums)
-            self.keys = [np.ascontiguousarray(keys[:, :-1].T) for keys in self.keys]
+        else:
+            extra = [] if train.onehot is None or kernels is not None else [train.onehot]
+            self.keys = [
+                np.column_stack([train.X, c * train.sq_norms + shifted, np.ones(len(V)), *extra])
+                for c in slopes
+            ]
+            if self.fused:  # the ones are implied (see exp_dot_sums)
+                self.keys = [np.ascontiguousarray(keys[:, :-1].T) for keys in self.keys]
         if self.fused and self.cells is not None:
             # The points sorted by cell (sums do not depend on the order): the discrete
             # kernels are then one constant per block of the exponential's pass.
@@ -320,8 +332,8 @@ class FoldedKeys:
         """``[sum w K^p V, sum w K^p]`` per query and power, or None if the GEMM could cancel."""
         Q, A = self.train.split(Q)
         q_sq = np.einsum("ij,ij->i", Q, Q)
-        error = max(abs(c) for c in self.slopes) * (Q.shape[1] + 2) * _EPS
-        if error * (q_sq.max(initial=0.0) + self.train.max_sq_norm) > MAX_GEMM_ERROR:
+        steepest = max(abs(c) for c in self.slopes)
+        if not gemm_exact(steepest, Q.shape[1], q_sq.max(initial=0.0) + self.train.max_sq_norm):
             return self.direct_sums(Q) if self.tiled else None
         # One C-contiguous block per power: the compiled kernels take the layout of
         # their examples (a strided out[:, t] would compile a second specialisation).
