@@ -11,6 +11,8 @@ Module map:
 * ``_sums``: the primitive, :func:`kernel_sums` (kernel-weighted moment sums
   ``sum_i w_i K(u_i)^p V_i`` in a log-scaled safe form, per bandwidth factor,
   power and group, with leave-one-out by index), and the chunk dispatch;
+  ``_plan`` what the chunks of one call share: its fast paths, and a chunk's
+  sums from kernel values or log-kernel terms;
 * ``_dense``: the brute-force path (distances, kernel blocks, the folded GEMM,
   exp sums and square chains);
 * ``_loader``: :func:`compiled`, the optional numba kernels or None:

@@ -246,13 +246,14 @@ def weighted_sums(A: np.ndarray, V: np.ndarray) -> np.ndarray:
     return sums
 
 
-def gemm_exact(slope: float, d: int, sq_norms: float) -> bool:
+def gemm_exact(slope: float, d: int, sq_norms: float | np.ndarray) -> bool | np.ndarray:
     """Whether the folded product's rounding stays within ``MAX_GEMM_ERROR``.
 
     The expansion ``|q|^2 - 2 q.x + |x|^2`` over ``d`` features, times the
     kernel's ``slope``, rounds to about ``|slope| (d + 2) eps sq_norms`` in a
     log weight, with ``sq_norms`` the largest squared query norm plus the
-    largest training one (bandwidth units, about the training centre).
+    largest training one (bandwidth units, about the training centre); an
+    array of them gives one verdict each.
     """
     return abs(slope) * (d + 2) * _EPS * sq_norms <= MAX_GEMM_ERROR
 
@@ -305,6 +306,9 @@ class FoldedKeys:
         )
         # Many features: the tiled kernels, features padded to a multiple of four.
         self.tiled = self.fused and train.onehot is None and train.d >= TILED_MIN_FEATURES
+        # Rows whose GEMM could cancel take direct differences in the same tiles
+        # (continuous features only; else the caller's log-space path takes the chunk).
+        self.direct = self.fused and train.onehot is None
         self.XT = self.offset = None  # the direct differences, made when first needed
         if self.tiled:  # log weights in bits (see _compiled_tiled)
             X = pad_features(train.X).T
@@ -329,12 +333,30 @@ class FoldedKeys:
             self.bounds = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
 
     def sums(self, Q: np.ndarray) -> np.ndarray | None:
-        """``[sum w K^p V, sum w K^p]`` per query and power, or None if the GEMM could cancel."""
+        """``[sum w K^p V, sum w K^p]`` per query and power, or None if the GEMM could cancel.
+
+        The bound is taken per query: the rows it admits fold, the others take
+        :meth:`direct_sums` (so a chunk with a few far queries still folds the
+        rest); None only where there are no direct sums (discrete features, or
+        no compiled kernels) and some row fails the bound.
+        """
         Q, A = self.train.split(Q)
         q_sq = np.einsum("ij,ij->i", Q, Q)
         steepest = max(abs(c) for c in self.slopes)
-        if not gemm_exact(steepest, Q.shape[1], q_sq.max(initial=0.0) + self.train.max_sq_norm):
-            return self.direct_sums(Q) if self.tiled else None
+        fold = gemm_exact(steepest, Q.shape[1], q_sq + self.train.max_sq_norm)
+        if fold.all():
+            return self.folded_sums(Q, A, q_sq)
+        if not self.direct:
+            return None
+        if not fold.any():
+            return self.direct_sums(Q)
+        out = np.empty((len(Q), len(self.slopes), self.values.shape[1] + 1))
+        out[fold] = self.folded_sums(Q[fold], None, q_sq[fold])
+        out[~fold] = self.direct_sums(Q[~fold])
+        return out
+
+    def folded_sums(self, Q: np.ndarray, A: np.ndarray | None, q_sq: np.ndarray) -> np.ndarray:
+        """:meth:`sums` by the folded product, for rows within its rounding bound."""
         # One C-contiguous block per power: the compiled kernels take the layout of
         # their examples (a strided out[:, t] would compile a second specialisation).
         out = np.empty((len(self.slopes), len(Q), self.values.shape[1] + 1))
@@ -367,9 +389,9 @@ class FoldedKeys:
     def direct_sums(self, Q: np.ndarray) -> np.ndarray:
         """:meth:`sums` from direct differences (exact to rounding wherever the points lie).
 
-        The tiled kernels' other pass, for a chunk whose GEMM could cancel (data
-        far from the centre in bandwidth units): a subtraction more per feature
-        and pair, against the numpy passes' ``d`` passes over an (m, n) block.
+        The tiled kernels' other pass, for rows whose GEMM could cancel (far
+        from the centre in bandwidth units): a subtraction more per feature and
+        pair, against the log-space passes over an (m, n) block.
         """
         if self.XT is None:
             self.XT = np.ascontiguousarray(pad_features(self.train.X).T)

@@ -16,7 +16,7 @@ import pytest
 from numpy.testing import assert_allclose
 
 import skl_nw
-from conftest import log_weights, naive_loo_predict, naive_predict
+from conftest import log_weights, naive_loo_predict, naive_predict, softmax_weights
 from skl_nw import (
     BandwidthSearchCV,
     NadarayaWatsonRegressor,
@@ -554,3 +554,28 @@ def test_compiled_predict_matches_numpy_in_more_dimensions(compiled, rng, monkey
     for model, p in zip(models, fast, strict=True):
         assert_allclose(p, model.predict(Q), rtol=1e-11, atol=1e-12)
     assert_allclose(fast[0], naive_predict(X, y, Q, h), rtol=1e-11, atol=1e-12)
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 5])
+def test_rows_past_the_gemm_bound_take_direct_differences_alone(compiled, rng, monkeypatch, d):
+    # Data spread so wide in bandwidth units that the folded product's rounding bound
+    # admits the queries near the centre and not those near the edges: only the latter
+    # go to the direct differences (the others still fold), and every row stays exact.
+    spread = {1: 40.0, 2: 27.0, 3: 21.0, 5: 15.0}[d]
+    X, Q = rng.uniform(-spread, spread, (400, d)), rng.uniform(-spread, spread, (120, d))
+    y = np.column_stack([np.cos(X[:, 0] / 7), X.sum(axis=1) / spread])
+    model = NadarayaWatsonRegressor(bandwidth=1.0, algorithm="brute").fit(X, y)
+    centre = X.mean(axis=0)  # the engine's: bandwidth units about the training mean
+    max_sq = ((X - centre) ** 2).sum(axis=1).max()
+    fold = _dense.gemm_exact(0.5, d, ((Q - centre) ** 2).sum(axis=1) + max_sq)
+    assert 0 < fold.sum() < len(Q)  # the set-up holds both kinds of row
+    direct, original = [], _dense.FoldedKeys.direct_sums
+
+    def spy(self, Q):
+        direct.append(len(Q))
+        return original(self, Q)
+
+    monkeypatch.setattr(_dense.FoldedKeys, "direct_sums", spy)
+    pred = model.predict(Q)
+    assert sum(direct) == len(Q) - fold.sum()
+    assert_allclose(pred, softmax_weights(X, Q, 1.0, "gaussian") @ y, rtol=1e-11, atol=1e-12)

@@ -1,0 +1,154 @@
+"""The plan of one :func:`_sums.kernel_sums` call: what all its chunks share.
+
+It decides, once per call, which of the fast paths applies (the folded GEMM
+or the chained exponentials of the Gaussian, the linear-space sums of compact
+kernels) and fills a chunk's sums from kernel values or log-kernel terms.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._kernels import Kernel
+from . import _dense, _span, _tree
+
+
+class Plan:
+    """What every chunk of one :func:`kernel_sums` call shares."""
+
+    def __init__(self, train, kernel, V, powers, factors, grouped, loo, fallback, rows=None,
+                 exclude=None, options=None, Q=None):  # fmt: skip
+        self.train, self.kernel, self.V = train, kernel, V
+        self.powers, self.factors, self.loo, self.fallback = powers, factors, loo, fallback
+        # The stored index of each query that is a training row (Q=None).
+        self.rows = np.arange(train.n_samples) if rows is None else rows
+        # Stored index of the row each query drops (``exclude``), or None.
+        self.exclude = None if exclude is None else train.inverse_rows(exclude)
+        if not set(powers) <= {1, 2, "ds"} or ("ds" in powers and 1 not in powers):
+            raise ValueError(f"powers must hold 1, 2 or 'ds', and 1 with 'ds'; got {powers}.")
+        # The powers whose weight sums are positive: they tell an underflowed row.
+        self.plain = [t for t, p in enumerate(powers) if p != "ds"]
+        self.starts = train.starts if grouped else np.zeros(1, dtype=np.intp)
+        self.groups = train.group_of_row if grouped else None
+        positive = train.log_w[np.isfinite(train.log_w)]
+        self.lw_max = float(positive.max()) if positive.size else 0.0
+        self.shape = (len(factors), len(powers), len(self.starts), V.shape[1] + 1)
+        # Per-query bandwidth multiples (nearest-neighbour radii, see _span), or None.
+        self.scale = None if train.neighbours is None else _span.radii(
+            Q, train, self.own(slice(None)), rows, options)  # fmt: skip
+        slope = None if self.scale is not None else kernel.log_slope
+        # The folded / chained exp sums: the Gaussian on the brute path, ungrouped.
+        self.slopes, self.fused = None, False
+        if slope is not None and not train.trees and not grouped and V.shape[1] >= 1:
+            self.slopes = np.array([_power(p) * slope / f**2 for f in factors for p in powers])
+            if not loo and exclude is None and len(factors) == 1 and factors[0] == 1.0:
+                ps = [_power(p) for p in powers]
+                self.folded = _dense.FoldedKeys(train, V, list(self.slopes), ps)
+                self.fused = self.folded.fused
+            elif train.codes is not None:  # the chained exps take no discrete kernels
+                self.slopes = None
+            else:
+                self.folded = None
+                self.XT = np.ascontiguousarray(train.X.T)
+                self.offset = _dense.shifted_log_weights(train.log_w)
+        # Grouped sums of the Gaussian: distances shifted by each group's nearest point.
+        self.group_slopes = None
+        if slope is not None and grouped and train.codes is None:
+            self.group_slopes = [_power(p) * slope / f**2 for f in factors for p in powers]
+        # Compact kernels sum in linear space (see _linear_sums).
+        # (With discrete kernels a weight sum can vanish inside the support: log space.)
+        self.linear = kernel.compact and not grouped and train.codes is None
+        if self.linear:
+            self.w = np.exp(_dense.shifted_log_weights(train.log_w))
+
+    def linear_sums(self, out, f, K, dK, w, row=None, col=None, m=None):
+        """Fill one factor's sums in linear space; return the rows to redo in log space.
+
+        ``K`` (and ``dK = dK/ds`` for ``"ds"``) are the kernel values of a dense
+        block (``w`` the weights) or of COO entries (``w`` their weights).
+        ``K <= 1`` and weights scaled to at most 1 cannot overflow; a row whose
+        weight sum underflows (or is empty) is redone in log space.  Saves the
+        log, the row maxima and the exp per pair or neighbour (measured: a
+        sixth of a tree predict at n = 1e6).
+        """
+        last = len(self.powers) - 1
+        for t, p in enumerate(self.powers):
+            e = dK if p == "ds" else (K if p == 1 else K**p)
+            # The last power may overwrite its values (K itself for p = 1).
+            e = np.multiply(e, w, out=e if t == last else None)
+            if row is None:
+                out[2][:, f, t, 0] = _dense.weighted_sums(e, self.V)
+            else:
+                out[2][:, f, t, 0] = _tree.coo_sums(row, col, e, self.V, m)
+        out[1][:, f] = self.lw_max
+        plain = out[2][:, f, self.plain, 0, -1]
+        return np.flatnonzero((plain < _dense.UNDERFLOW).any(axis=1))
+
+    def own(self, chunk: slice):
+        """Return the stored index of the row each query of ``chunk`` leaves out, or None."""
+        if self.exclude is not None:
+            return self.exclude[chunk]
+        return self.rows[chunk] if self.loo else None
+
+    def empty(self, m: int):
+        F, P, G, k1 = self.shape
+        return np.zeros((m, F)), np.empty((m, F, P, G)), np.empty((m, F, P, G, k1))
+
+    def fast_sums(self, Qc, own):
+        """``(m, F, P, k + 1)`` sums from the folded GEMM or the chained exps, or None."""
+        if self.slopes is None:
+            return None
+        m = len(Qc)
+        if self.folded is not None:
+            sums = self.folded.sums(Qc)
+        else:
+            unique, inverse = np.unique(self.slopes, return_inverse=True)
+            sums = _dense.exp_sums_slopes(
+                Qc, self.train, self.XT, self.V, unique, self.offset, own, self.kernel
+            )[:, inverse]
+        if sums is None:
+            return None
+        sums = sums.reshape(m, *self.shape[:2], -1)
+        for t, p in enumerate(self.powers):
+            if p == "ds":  # d log K / ds is the constant slope (in each factor's units)
+                sums[:, :, t] *= self.kernel.log_slope
+        return sums
+
+    def log_space(self, rows_out, f, b, shift, s, row=None, col=None):
+        """Fill the sums of one factor from log-kernel terms ``b`` (dense, or COO entries)."""
+        sh, ls, sc = rows_out
+        sh[:, f] = shift
+        last = len(self.powers) - 1
+        for t, p in enumerate(self.powers):
+            q = _power(p)
+            mult = _dlog(self.kernel, s) if p == "ds" else None
+            # The last power may overwrite the log terms b (one array less).
+            T = b if t == last else b.copy()
+            if q != 1:
+                T *= q
+            if row is None:
+                T += self.train.log_w
+                r, scaled = _dense.block_sums(T, self.V, self.starts, mult)
+            else:
+                T += self.train.log_w[col]
+                G = len(self.starts)
+                r, scaled = _tree.entry_sums(row, col, T, self.V, self.groups, G, len(shift), mult)
+            ls[:, f, t], sc[:, f, t] = r, scaled
+
+
+def _power(p) -> int:
+    """Return the power of ``K`` whose log scale a (pseudo-)power shares (1 for "ds")."""
+    return 1 if p == "ds" else int(p)
+
+
+def zero_at_zero(g: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """``g`` with 0 where ``s = 0`` (see the module docstring), in place."""
+    g[s == 0] = 0.0
+    return g
+
+
+def _dlog(kernel: Kernel, s: np.ndarray) -> np.ndarray:
+    """``d log K / ds``, 0 at ``s = 0`` (see the module docstring) and outside the support."""
+    g = kernel.dlog_profile(s)
+    g[s == 0] = 0.0
+    return g
