@@ -30,12 +30,13 @@ methods of one configuration taking turns within each round.
 from __future__ import annotations
 
 import argparse
+import csv
 import itertools
 import re
 import time
 import tracemalloc
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -540,7 +541,9 @@ class Rule:
     the last d: brute force); ``fast_limit``, if not None, replaces the limit
     where brute force folds the kernel into one GEMM (:func:`fast_brute`);
     ``min_n``, if not None, holds ``(largest d, smallest n for the Epanechnikov
-    kernel, for the Gaussian)`` by increasing d, in place of ``min_samples``.
+    kernel, for the Gaussian)`` by increasing d, in place of ``min_samples``;
+    ``gaussian``, if not None, ``(largest d, share limit)`` pairs that replace
+    ``limits`` for the Gaussian up to their largest d.
     """
 
     min_samples: int
@@ -548,12 +551,15 @@ class Rule:
     tree: str
     fast_limit: float | None = None
     min_n: tuple[tuple[int, int, int], ...] | None = None
+    gaussian: tuple[tuple[int, float], ...] | None = None
 
     def choices(self, c: dict) -> tuple[np.ndarray, np.ndarray]:
         """Per configuration (see :func:`columns`): whether the rule probes, and the verdict."""
         limit = np.zeros(len(c["d"]))
         for d, share in reversed(self.limits):
             limit[c["d"] <= d] = share
+        for d, share in reversed(self.gaussian or ()):
+            limit[(c["d"] <= d) & c["gaussian"]] = share
         if self.fast_limit is not None:
             limit[c["fast"]] = self.fast_limit
         need = np.full(len(c["d"]), self.min_samples)
@@ -573,6 +579,8 @@ class Rule:
         runs = [(d, f) for i, (d, f) in enumerate(self.limits)
                 if f > 0 and (i + 1 == len(self.limits) or self.limits[i + 1][1] != f)]  # fmt: skip
         parts += [f"share ≤ {f:g} if d ≤ {d}" for d, f in runs]
+        parts += [f"Gaussian share ≤ {f:g} if d ≤ {d}" if f else f"Gaussian brute if d ≤ {d}"
+                  for d, f in self.gaussian or ()]  # fmt: skip
         for d, compact, gaussian in self.min_n or ():
             if compact or gaussian:
                 parts.append(f"n ≥ {compact:,} (Gaussian {gaussian:,}) if d ≤ {d}")
@@ -583,10 +591,11 @@ class Rule:
         return "; ".join(parts) + f" → {self.tree}"
 
 
-# The rule shipped with the compiled kernels (skl_nw/_engine/_auto.py): the earlier
-# limits in d <= 3, the tiled ones beyond (docs/benchmarks.md, "Choosing the algorithm").
-PROPOSED = Rule(0, ((3, 0.15), (5, 0.01), (8, 0.005)), "ball_tree", fast_limit=0.0,
-                min_n=((3, 0, 0), (5, 0, 30_000), (8, 30_000, 30_000)))  # fmt: skip
+# The rule shipped with the compiled kernels (skl_nw/_engine/_auto.py: _COMPILED_LIMITS,
+# _COMPILED_GAUSSIAN_LIMITS; docs/benchmarks.md, "Choosing the algorithm").
+PROPOSED = Rule(0, ((3, 0.15), (5, 0.03), (8, 0.005)), "ball_tree", fast_limit=0.0,
+                min_n=((3, 0, 10_000), (5, 0, 30_000), (8, 30_000, 0)),
+                gaussian=((3, 0.02), (5, 0.01), (8, 0.0)))  # fmt: skip
 
 
 def columns(records) -> dict:
@@ -602,11 +611,15 @@ def columns(records) -> dict:
 
 
 def candidate_rules():
-    """Share limits non-increasing in d over the classes d ≤ 3, 5, 8, 12."""
+    """Share limits non-increasing in d over the classes d ≤ 3, 5, 8, 12; then the
+    proposed rule with other share limits and minimum n for the Gaussian in d ≤ 3."""
     shares = (0.0, 0.01, 0.03, 0.07, 0.15)
     for min_samples, tree, fast in itertools.product((0, 2_000), TREES, (None, 0.0)):
         for limits in itertools.combinations_with_replacement(shares[::-1], 4):
             yield Rule(min_samples, tuple(zip((3, 5, 8, 12), limits, strict=True)), tree, fast)
+    for share, n in itertools.product((0.005, 0.01, 0.02, 0.03, 0.05, 0.15), (0, 3_000, 30_000)):
+        min_n = ((3, 0, n), *PROPOSED.min_n[1:])
+        yield replace(PROPOSED, gaussian=((3, share), *PROPOSED.gaussian[1:]), min_n=min_n)
 
 
 def evaluate_rules(records, candidates, keep: int) -> str:
@@ -638,6 +651,15 @@ def evaluate_rules(records, candidates, keep: int) -> str:
     return table(header, rows)
 
 
+def write_csv(markdown: str, path: Path) -> None:
+    """Write a markdown table (:func:`table`) as CSV, without its bold marks."""
+    rows = [line.strip("|").split("|") for line in markdown.splitlines() if line.startswith("|")]
+    del rows[1]  # the alignment row
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerows([cell.strip().replace("**", "") for cell in row] for row in rows)
+    print(f"Wrote {path}")
+
+
 # ------------------------------------------------------------------ main
 
 
@@ -661,6 +683,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--json", default=None, help="also write the results to this file")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--csv", default=None, help="write the crossover's times as CSV here")
     parser.add_argument(
         "--rules", type=int, default=12, help="candidate rules to list, best worst case first"
     )
@@ -709,10 +732,13 @@ def main(argv: list[str] | None = None) -> None:
                 )
             records = bench_crossover(*grid, (1e7, 5e6, 2_000), repeat, args.seed)
             results["crossover"] = records
-            sections.append((f"Crossover, m = {grid[-1]:,}", crossover_table(records)))
+            times = crossover_table(records)
+            sections.append((f"Crossover, m = {grid[-1]:,}", times))
             sections.append(("Crossover: brute / best tree", crossover_pivot(records)))
             rules = evaluate_rules(records, list(candidate_rules()), args.rules)
             sections.append(("Rules for algorithm='auto' on these timings", rules))
+            if args.csv:
+                write_csv(times, Path(args.csv) / "auto_compiled_times.csv")
     for title, body in sections:
         print(f"\n### {title}\n\n{body}")
     results["tables"] = dict(sections)

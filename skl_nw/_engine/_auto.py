@@ -7,7 +7,7 @@ import numpy as np
 from .._kernels import Kernel
 from . import _grid
 from ._chunks import single_threaded_blas
-from ._dense import TILED_MIN_FEATURES, gemm_exact, sq_distances
+from ._dense import gemm_exact, sq_distances
 from ._loader import compiled
 from ._train import TrainSet
 from ._tree import log_margin
@@ -23,18 +23,22 @@ from ._tree import log_margin
 _TREE_MIN_SAMPLES = 1_000
 # A tree pays while a query's neighbourhood (the kernel's support, or the
 # truncation radius of an infinite-support kernel) holds at most this share of
-# the data; the share shrinks with the dimension, and beyond 12 features (not
-# measured) a radius query visits most leaves.
-_TREE_MAX_FRACTION = {5: 0.15, 8: 0.07, 12: 0.03}
-# With the compiled kernels, brute force from _dense.TILED_MIN_FEATURES features on
-# runs in register tiles (2-10x the passes the shares above were measured against),
-# so a tree pays there only for small neighbourhoods: at most these shares, in sets
-# of at least _TILED_MIN_SAMPLES points beyond 5 features and, for the Gaussian
-# (whose tiles fuse the exponential), at any d; never beyond 8 features.  Measured
-# over the same 240 configurations: no configuration more than 1.5x slower than the
-# better of brute and tree but three where the Gaussian folds (d = 2, 3; up to 2.8x).
-_TILED_MAX_FRACTION = {5: 0.01, 8: 0.005}
-_TILED_MIN_SAMPLES = 30_000
+# the data, in sets of at least this many points: (largest d, share, smallest n)
+# by increasing d; the share shrinks with the dimension, and beyond 12 features
+# (not measured) a radius query visits most leaves.
+_LIMITS = (
+    (5, 0.15, _TREE_MIN_SAMPLES),
+    (8, 0.07, _TREE_MIN_SAMPLES),
+    (12, 0.03, _TREE_MIN_SAMPLES),
+)
+# With the compiled kernels brute force runs in register tiles from 4 features on
+# (2-10x the passes _LIMITS were measured against), and the Gaussian's in one fused
+# pass at any d, folded or not (rows past the folded product's rounding bound take
+# direct differences): a tree pays only for smaller neighbourhoods, never beyond 8
+# features, and for the Gaussian never beyond 5 nor below 10,000 points.  Measured
+# for continuous features without a span (the others keep _LIMITS).
+_COMPILED_LIMITS = ((3, 0.15, _TREE_MIN_SAMPLES), (5, 0.03, _TREE_MIN_SAMPLES), (8, 0.005, 30_000))
+_COMPILED_GAUSSIAN_LIMITS = ((3, 0.02, 10_000), (5, 0.01, 30_000))
 # Ball trees beat KD-trees in 236 of the 240 configurations (median 1.29x).
 _TREE = "ball_tree"
 # Probe: queries from this many training rows, against at most this many keys.
@@ -97,27 +101,28 @@ def choose_algorithm(
     Brute force below 1,000 points, above 12 features, when the Gaussian
     folds into one GEMM, or when a query's neighbourhood holds more than a
     dimension-dependent share of the data (15% up to 5 features, 7% up to 8,
-    3% up to 12); a ball tree otherwise.  With the compiled kernels, from 4
-    features on: at most 1% up to 5 features and 0.5% up to 8 (none beyond),
-    in sets of at least 30,000 points beyond 5 features or for the Gaussian.
-    ``share``: the neighbourhood's share when it is known (a nearest-neighbour
-    span with a compact kernel), instead of the probe; brute force where the
-    compiled span paths take the sums (a LOESS kernel in 1 to 3 dimensions:
-    no tree to build for a fallback).  ``plain``: no categorical features and
-    no span, the sums the tiled limits were measured on (else the earlier ones).
+    3% up to 12); a ball tree otherwise.  With the compiled kernels: 15% up
+    to 3 features, 3% up to 5 and 0.5% up to 8 (from 30,000 points), and
+    for the Gaussian 2% up to 3 (from 10,000 points), 1% up to 5 (from
+    30,000), none beyond.  ``share``: the neighbourhood's share when it is
+    known (a nearest-neighbour span with a compact kernel), instead of the
+    probe; brute force where the compiled span paths take the sums (a LOESS
+    kernel in 1 to 3 dimensions: no tree to build for a fallback).
+    ``plain``: no categorical features and no span, the sums the compiled
+    limits were measured on (else the others).
     """
     n, d = X.shape
-    tiled = plain and compiled() is not None and d >= TILED_MIN_FEATURES
-    table = _TILED_MAX_FRACTION if tiled else _TREE_MAX_FRACTION
-    limits = [share for max_d, share in table.items() if d <= max_d]
-    if n < _TREE_MIN_SAMPLES or not limits or _folds(X, kernel):
-        return "brute"
-    if tiled and n < _TILED_MIN_SAMPLES and (d > 5 or kernel.log_slope is not None):
+    table = _LIMITS
+    if plain and compiled() is not None:
+        gaussian = kernel.log_slope is not None
+        table = _COMPILED_GAUSSIAN_LIMITS if gaussian else _COMPILED_LIMITS
+    limit = next(((share, least) for max_d, share, least in table if d <= max_d), None)
+    if limit is None or n < limit[1] or _folds(X, kernel):
         return "brute"
     if share is not None and kernel.power_form is not None and _span_paths(d):
         return "brute"
     if share is None or not kernel.compact:
         share = neighbour_fraction(X, log_w, kernel, rtol)
-    if share > limits[0]:
+    if share > limit[0]:
         return "brute"
     return _TREE

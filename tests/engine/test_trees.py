@@ -473,12 +473,15 @@ def test_auto_uses_a_tree_for_large_low_dimensional_data(rng, est):
     assert wide._fit_method == "brute"
 
 
-def test_auto_uses_brute_force_when_the_gaussian_folds(rng):
+def test_auto_uses_brute_force_when_the_gaussian_folds(rng, monkeypatch):
     # The unit square at h = 0.022 spans 45 bandwidths: the Gaussian's truncation
-    # radius (~9.5 bandwidths) holds ~12% of the data, under the 15% share limit,
-    # but the data sit close enough to their centre for the Gaussian to fold into
-    # one GEMM on the brute path (about 2 ns a pair), which beats a tree at every
+    # radius (~9.5 bandwidths) holds ~12% of the data, under the 15% share limit
+    # of the numpy passes, but the data sit close enough to their centre for the
+    # Gaussian to fold into one GEMM on the brute path, which beats a tree at every
     # measured size.  A compact kernel does not fold and gets the tree.
+    from skl_nw._engine import _auto
+
+    monkeypatch.setattr(_auto, "compiled", lambda: None)
     n = 20_000
     X = rng.uniform(size=(n, 2))
     y = np.sin(5 * X[:, 0])
@@ -511,11 +514,11 @@ def test_auto_keeps_the_tiled_brute_force_in_more_dimensions(rng, monkeypatch, k
     assert NadarayaWatsonRegressor(0.04, kernel=kernel).fit(X, y)._fit_method == "ball_tree"
 
 
-@pytest.mark.parametrize("h, tiled, earlier", [(0.25, "ball_tree", "ball_tree"),
-                                                (0.4, "brute", "ball_tree")])  # fmt: skip
+@pytest.mark.parametrize("h, tiled, earlier", [(0.4, "ball_tree", "ball_tree"),
+                                                (0.5, "brute", "ball_tree")])  # fmt: skip
 def test_auto_share_limits_with_and_without_the_tiles(rng, monkeypatch, h, tiled, earlier):
-    # Epanechnikov in d = 5 (no minimum n there): a 0.3% share takes a tree on either
-    # rule; a 2.8% share is over the tiled limit (1%) and under the earlier one (15%).
+    # Epanechnikov in d = 5 (no minimum n there): a 2.8% share takes a tree on either
+    # rule; a 7.2% share is over the compiled limit (3%) and under the earlier one (15%).
     # Categorical features or a span (plain=False) keep the earlier limits.
     from skl_nw._engine import _auto
 
@@ -526,6 +529,29 @@ def test_auto_share_limits_with_and_without_the_tiles(rng, monkeypatch, h, tiled
     assert _auto.choose_algorithm(X / h, np.zeros(3000), kernel, 1e-16, plain=False) == earlier
     monkeypatch.setattr(_auto, "compiled", lambda: None)
     assert _auto.choose_algorithm(X / h, np.zeros(3000), kernel, 1e-16) == earlier
+
+
+@pytest.mark.parametrize(
+    "n, h, fused, earlier",
+    [(20_000, 0.005, "ball_tree", "ball_tree"), (5_000, 0.005, "brute", "ball_tree"),
+     (20_000, 0.0135, "brute", "ball_tree")],
+)  # fmt: skip
+def test_auto_gaussian_limits_with_the_compiled_kernels(rng, monkeypatch, n, h, fused, earlier):
+    # The Gaussian in d = 2, spread too wide in bandwidths to fold: with the compiled
+    # kernels its brute force runs in one fused pass all the same (rows past the
+    # GEMM's bound take direct differences), so a tree takes only a share of at most
+    # 2% (0.7% here, not 4.7%) in sets of at least 10,000 points; the numpy passes
+    # keep the 15% limit.
+    from skl_nw._engine import _auto
+
+    X = rng.uniform(size=(n, 2))
+    gaussian = get_kernel("gaussian")
+    assert not _auto._folds(X / h, gaussian)
+    monkeypatch.setattr(_auto, "compiled", lambda: _engine)
+    assert _auto.choose_algorithm(X / h, np.zeros(n), gaussian, 1e-16) == fused
+    assert _auto.choose_algorithm(X / h, np.zeros(n), gaussian, 1e-16, plain=False) == earlier
+    monkeypatch.setattr(_auto, "compiled", lambda: None)
+    assert _auto.choose_algorithm(X / h, np.zeros(n), gaussian, 1e-16) == earlier
 
 
 # --------------------------------------------------------------------------
