@@ -1,6 +1,6 @@
 """Tree-backend benchmarks: KD-tree / Ball-tree against brute force and scikit-learn.
 
-Run ``python -m benchmarks trees`` (about 11 minutes on 2 cores, 8 of them the crossover) or
+Run ``python -m benchmarks trees`` (about 10 minutes on 2 cores, 6 of them the crossover) or
 ``python -m benchmarks trees --quick`` (a tiny subset, about 15 s).  Prints
 markdown tables; the published ones are CSV files, ``trees_*.csv`` and (the
 crossover) ``auto_*.csv`` in ``docs/_static/benchmarks/``, summed up in

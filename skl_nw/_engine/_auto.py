@@ -17,7 +17,8 @@ from ._tree import log_margin
 # neighbourhood): ``python -m benchmarks trees --only crossover``; the timings of
 # every configuration are docs/_static/benchmarks/auto_*.csv (docs/benchmarks.md,
 # "Choosing the algorithm").  With these rules no configuration was more than
-# 1.5x slower than the better of brute and tree.
+# 1.5x slower than the better of brute and tree (with the compiled kernels: a
+# validation run after the search over two others).
 # The smallest n measured: below it brute force takes well under a millisecond
 # per thousand queries, whatever a tree would save.
 _TREE_MIN_SAMPLES = 1_000

@@ -332,13 +332,13 @@ class FoldedKeys:
             counts = np.bincount(self.codes[0], minlength=len(self.cells))
             self.bounds = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
 
-    def sums(self, Q: np.ndarray) -> np.ndarray | None:
-        """``[sum w K^p V, sum w K^p]`` per query and power, or None if the GEMM could cancel.
+    def sums(self, Q: np.ndarray) -> np.ndarray:
+        """``[sum w K^p V, sum w K^p]`` per query and power.
 
-        The bound is taken per query: the rows it admits fold, the others take
-        :meth:`direct_sums` (so a chunk with a few far queries still folds the
-        rest); None only where there are no direct sums (discrete features, or
-        no compiled kernels) and some row fails the bound.
+        The folded product's rounding bound is taken per query: the rows it
+        admits fold; the others take :meth:`direct_sums` (compiled kernels,
+        continuous features) or come back as zero sums, which the caller redoes
+        in log space as it does rows whose sums underflow.
         """
         Q, A = self.train.split(Q)
         q_sq = np.einsum("ij,ij->i", Q, Q)
@@ -346,13 +346,11 @@ class FoldedKeys:
         fold = gemm_exact(steepest, Q.shape[1], q_sq + self.train.max_sq_norm)
         if fold.all():
             return self.folded_sums(Q, A, q_sq)
-        if not self.direct:
-            return None
-        if not fold.any():
-            return self.direct_sums(Q)
-        out = np.empty((len(Q), len(self.slopes), self.values.shape[1] + 1))
-        out[fold] = self.folded_sums(Q[fold], None, q_sq[fold])
-        out[~fold] = self.direct_sums(Q[~fold])
+        out = np.zeros((len(Q), len(self.slopes), self.values.shape[1] + 1))
+        if fold.any():
+            out[fold] = self.folded_sums(Q[fold], None if A is None else A[fold], q_sq[fold])
+        if self.direct:
+            out[~fold] = self.direct_sums(Q[~fold])
         return out
 
     def folded_sums(self, Q: np.ndarray, A: np.ndarray | None, q_sq: np.ndarray) -> np.ndarray:

@@ -95,7 +95,12 @@ class Plan:
         return np.zeros((m, F)), np.empty((m, F, P, G)), np.empty((m, F, P, G, k1))
 
     def fast_sums(self, Qc, own):
-        """``(m, F, P, k + 1)`` sums from the folded GEMM or the chained exps, or None."""
+        """``(m, F, P, k + 1)`` sums from the folded GEMM or the chained exps, or None.
+
+        Rows whose plain sums are below ``_dense.UNDERFLOW`` (0 included: the
+        folded product's rows past its bound, without the compiled kernels)
+        are for the caller to redo in log space.
+        """
         if self.slopes is None:
             return None
         m = len(Qc)
@@ -106,8 +111,6 @@ class Plan:
             sums = _dense.exp_sums_slopes(
                 Qc, self.train, self.XT, self.V, unique, self.offset, own, self.kernel
             )[:, inverse]
-        if sums is None:
-            return None
         sums = sums.reshape(m, *self.shape[:2], -1)
         for t, p in enumerate(self.powers):
             if p == "ds":  # d log K / ds is the constant slope (in each factor's units)

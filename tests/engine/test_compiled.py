@@ -579,3 +579,28 @@ def test_rows_past_the_gemm_bound_take_direct_differences_alone(compiled, rng, m
     pred = model.predict(Q)
     assert sum(direct) == len(Q) - fold.sum()
     assert_allclose(pred, softmax_weights(X, Q, 1.0, "gaussian") @ y, rtol=1e-11, atol=1e-12)
+
+
+@pytest.mark.parametrize("d", [1, 3])
+def test_rows_past_the_gemm_bound_are_redone_alone_on_the_numpy_passes(rng, monkeypatch, d):
+    # The same set-up on numpy's passes: the rows past the bound come back from the
+    # folded product as zero sums and only they take distances and the log-space pass.
+    spread = {1: 40.0, 3: 21.0}[d]
+    X, Q = rng.uniform(-spread, spread, (400, d)), rng.uniform(-spread, spread, (120, d))
+    y = np.cos(X[:, 0] / 7)
+    monkeypatch.setattr(_dense, "compiled", lambda: None)
+    model = NadarayaWatsonRegressor(bandwidth=1.0, algorithm="brute").fit(X, y)
+    centre = X.mean(axis=0)
+    max_sq = ((X - centre) ** 2).sum(axis=1).max()
+    fold = _dense.gemm_exact(0.5, d, ((Q - centre) ** 2).sum(axis=1) + max_sq)
+    assert 0 < fold.sum() < len(Q)
+    rows, original = [], _dense.sq_distances
+
+    def spy(Q, train, kernel):
+        rows.append(len(Q))
+        return original(Q, train, kernel)
+
+    monkeypatch.setattr(_dense, "sq_distances", spy)
+    pred = model.predict(Q)
+    assert sum(rows) == len(Q) - fold.sum()
+    assert_allclose(pred, softmax_weights(X, Q, 1.0, "gaussian") @ y, rtol=1e-11, atol=1e-12)
