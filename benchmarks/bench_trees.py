@@ -402,11 +402,12 @@ def bench_crossover(dims, kernels, sizes, fractions, m, limits, repeat, seed):
 def fast_brute(Xs: np.ndarray, kernel) -> bool:
     """Whether brute force folds the kernel into one GEMM for queries like the data.
 
-    The test of ``skl_nw._engine._dense.FoldedKeys.sums`` (a chunk folds when
-    its largest squared query norm plus the training set's largest keeps the
-    GEMM's rounding error below ``_MAX_GEMM_ERROR``), with the chunk's largest
-    query norm taken as the 99th percentile of the training norms.  Where it
-    holds, the Gaussian's brute force costs about 2 ns per pair instead of 10-20.
+    The test of ``skl_nw._engine._dense.FoldedKeys.sums`` (a query folds when its
+    squared norm plus the training set's largest keeps the GEMM's rounding error
+    below ``MAX_GEMM_ERROR``), with the query norms taken as the 99th percentile
+    of the training norms.  Without the compiled kernels, where it holds the
+    Gaussian's brute force costs about 2 ns per pair instead of 10-20; with
+    them its rows past the bound take the same fused pass unfolded.
     """
     if kernel.log_slope is None:
         return False
@@ -582,8 +583,11 @@ class Rule:
         parts += [f"Gaussian share ≤ {f:g} if d ≤ {d}" if f else f"Gaussian brute if d ≤ {d}"
                   for d, f in self.gaussian or ()]  # fmt: skip
         for d, compact, gaussian in self.min_n or ():
-            if compact or gaussian:
+            if compact and gaussian:
                 parts.append(f"n ≥ {compact:,} (Gaussian {gaussian:,}) if d ≤ {d}")
+            elif compact or gaussian:
+                who = "Gaussian" if gaussian else "non-Gaussian"
+                parts.append(f"{who} n ≥ {max(compact, gaussian):,} if d ≤ {d}")
         if self.fast_limit == 0:
             parts.append("brute wherever it folds the Gaussian")
         elif self.fast_limit is not None:

@@ -24,9 +24,9 @@ BYTES_PER_PAIR = 48
 # "Tuned constants").
 MAX_CHUNK_PAIRS = 1 << 20
 # The same for the fused compiled kernels, which write no (m, n) block: there each
-# chunk's fixed Python steps count, and a larger cap only delays the fallback of a
-# chunk with a far query (measured once, see docs/benchmarks.md "Dense engine",
-# "Tuned constants").
+# chunk's fixed Python steps count, and a larger cap only enlarges the log-space block
+# of the rows a chunk redoes, those whose sums underflow (measured once, see
+# docs/benchmarks.md "Dense engine", "Tuned constants").
 MAX_FUSED_CHUNK_PAIRS = 1 << 22
 # Worst admissible absolute rounding error of a squared distance (or of a log
 # weight) computed by the BLAS expansion; beyond it the chunk uses direct
@@ -307,9 +307,9 @@ class FoldedKeys:
         # Many features: the tiled kernels, features padded to a multiple of four.
         self.tiled = self.fused and train.onehot is None and train.d >= TILED_MIN_FEATURES
         # Rows whose GEMM could cancel take direct differences in the same tiles
-        # (continuous features only; else the caller's log-space path takes the chunk).
+        # (continuous features only; else the caller's log-space path takes those rows).
         self.direct = self.fused and train.onehot is None
-        self.XT = self.offset = None  # the direct differences, made when first needed
+        self.differences = None  # (X.T padded, offsets in bits), made when first needed
         if self.tiled:  # log weights in bits (see _compiled_tiled)
             X = pad_features(train.X).T
             self.keys = [np.ascontiguousarray(np.vstack([X, _LOG2E * c * train.sq_norms
@@ -391,13 +391,14 @@ class FoldedKeys:
         from the centre in bandwidth units): a subtraction more per feature and
         pair, against the log-space passes over an (m, n) block.
         """
-        if self.XT is None:
-            self.XT = np.ascontiguousarray(pad_features(self.train.X).T)
-            self.offset = _LOG2E * shifted_log_weights(self.train.log_w)  # in bits
+        if self.differences is None:  # one assignment: chunk threads share these keys
+            offset = _LOG2E * shifted_log_weights(self.train.log_w)  # in bits
+            self.differences = (padded_columns(self.train), offset)
+        XT, offset = self.differences
         out = np.empty((len(self.slopes), len(Q), self.values.shape[1] + 1))
         queries = pad_features(Q)
         for t, c in enumerate(self.slopes):
-            compiled().exp_diff_tiled(queries, self.XT, _LOG2E * c, self.offset, self.VT, out[t])
+            compiled().exp_diff_tiled(queries, XT, _LOG2E * c, offset, self.VT, out[t])
         return np.moveaxis(out, 0, 1)
 
 

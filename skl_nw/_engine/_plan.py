@@ -12,6 +12,10 @@ import numpy as np
 from .._kernels import Kernel
 from . import _dense, _span, _tree
 
+# At most this many folded columns (groups x (values + 1)) for grouped sums: the
+# folded keys hold them for every training row.
+_GROUP_COLUMNS = 64
+
 
 class Plan:
     """What every chunk of one :func:`kernel_sums` call shares."""
@@ -51,10 +55,19 @@ class Plan:
                 self.folded = None
                 self.XT = np.ascontiguousarray(train.X.T)
                 self.offset = _dense.shifted_log_weights(train.log_w)
-        # Grouped sums of the Gaussian: distances shifted by each group's nearest point.
-        self.group_slopes = None
+        # Grouped sums of the Gaussian: distances shifted by each group's nearest point;
+        # first, where they fit, folded as one value column per group and value (the rows
+        # where a group's sum underflows then take the shifted distances).
+        self.group_slopes, self.group_folded = None, None
         if slope is not None and grouped and train.codes is None:
             self.group_slopes = [_power(p) * slope / f**2 for f in factors for p in powers]
+            single = not loo and exclude is None and list(factors) == [1.0]
+            if single and not train.trees and self.shape[2] * self.shape[3] <= _GROUP_COLUMNS:
+                ps = [_power(p) for p in powers]
+                self.group_folded = _dense.FoldedKeys(
+                    train, self._group_columns(), self.group_slopes, ps
+                )
+                self.occupied = np.logical_or.reduceat(np.isfinite(train.log_w), self.starts)
         # Compact kernels sum in linear space (see _linear_sums).
         # (With discrete kernels a weight sum can vanish inside the support: log space.)
         self.linear = kernel.compact and not grouped and train.codes is None
@@ -83,6 +96,31 @@ class Plan:
         out[1][:, f] = self.lw_max
         plain = out[2][:, f, self.plain, 0, -1]
         return np.flatnonzero((plain < _dense.UNDERFLOW).any(axis=1))
+
+    def _group_columns(self) -> np.ndarray:
+        """``[V, 1]`` of each group's rows in that group's columns, 0 elsewhere: (n, G (k + 1))."""
+        n, (_, _, G, k1) = self.train.n_samples, self.shape
+        columns = np.zeros((n, G, k1))
+        group = np.repeat(np.arange(G), np.diff(np.append(self.starts, n)))
+        columns[np.arange(n), group] = np.column_stack([self.V, np.ones(n)])
+        return columns.reshape(n, G * k1)
+
+    def group_folded_sums(self, Qc) -> tuple[tuple, np.ndarray]:
+        """Return grouped sums by the folded product (:meth:`empty`'s arrays), and rows to redo.
+
+        Those are the rows where a group with points of positive weight has a
+        plain sum below ``_dense.UNDERFLOW`` (0 included: past the folded
+        product's bound without the compiled kernels).
+        """
+        m, (_, P, G, k1) = len(Qc), self.shape
+        out = self.empty(m)
+        out[2][:, 0] = self.group_folded.sums(Qc)[:, :, :-1].reshape(m, P, G, k1)  # not the total
+        out[1][:] = self.lw_max
+        for t, p in enumerate(self.powers):
+            if p == "ds":  # d log K / ds is the constant slope
+                out[2][:, 0, t] *= self.kernel.log_slope
+        low = (out[2][:, 0, :, :, -1][:, self.plain] < _dense.UNDERFLOW) & self.occupied
+        return out, np.flatnonzero(low.any(axis=(1, 2)))
 
     def own(self, chunk: slice):
         """Return the stored index of the row each query of ``chunk`` leaves out, or None."""

@@ -103,6 +103,20 @@ def power_of_two(a: ArrayLike) -> np.ndarray:
     return np.where(ok, np.ldexp(1.0, exponent - 1), 1.0)
 
 
+def _grouped_fast_sums(plan: Plan, Qc: np.ndarray, own):
+    """Return grouped sums of the Gaussian, folded where they fit; None as below."""
+    if plan.group_folded is None:
+        return _grouped_slope_sums(plan, Qc, own)
+    out, redo = plan.group_folded_sums(Qc)
+    if redo.size:
+        part = _grouped_slope_sums(plan, Qc[redo], None)
+        if part is None:
+            return None
+        for whole, piece in zip(out, part, strict=True):
+            whole[redo] = piece
+    return out
+
+
 def _grouped_slope_sums(plan: Plan, Qc: np.ndarray, own):
     """Return grouped sums for ``log K = c s``, or None if a group's sum underflowed.
 
@@ -159,7 +173,7 @@ def _dense_sums(plan: Plan, chunk: slice, Qc: np.ndarray):
     m = len(Qc)
     own = plan.own(chunk)
     if plan.group_slopes is not None:
-        out = _grouped_slope_sums(plan, Qc, own)
+        out = _grouped_fast_sums(plan, Qc, own)
         if out is not None:
             return out
     out = plan.empty(m)

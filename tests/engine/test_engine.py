@@ -26,7 +26,7 @@ from conftest import (
     traced_peak,
 )
 from skl_nw import NadarayaWatsonRegressor
-from skl_nw._engine import Options, attention, class_log_sums, pool, prepare_train
+from skl_nw._engine import Options, _dense, _sums, attention, class_log_sums, pool, prepare_train
 from skl_nw._kernels import KERNELS, kernel_names
 
 NAMES = kernel_names()
@@ -418,6 +418,39 @@ def test_log_group_sums_far_group_stays_finite(rng, kernel):
     assert_allclose(L, expected, rtol=1e-10)
     with np.errstate(divide="ignore"):
         assert np.all(np.log(naive_group_sums(X, Q, 1.0, kernel, w, starts))[:, 1] == -np.inf)
+
+
+@pytest.mark.parametrize("numpy_passes", [False, True])
+def test_gaussian_group_sums_fold_and_redo_the_rows_a_group_underflows(rng, monkeypatch,
+                                                                       numpy_passes):  # fmt: skip
+    # The Gaussian's group sums fold into one product (a column per group); a row where
+    # a group with weight has a sum below the underflow floor (group 2 lies 45 bandwidths
+    # from the first queries, 22.5 from the others) takes the sums shifted by each group's
+    # nearest point, so its log-sum stays finite; a group of zero weight alone (group 1)
+    # is -inf, and no redo.
+    if numpy_passes:
+        monkeypatch.setattr(_dense, "compiled", lambda: None)
+    X = np.vstack([rng.normal(size=(30, 2)), rng.normal(size=(10, 2)),
+                   rng.normal(scale=0.3, size=(20, 2)) + [45.0, 0.0]])  # fmt: skip
+    w = np.concatenate([rng.uniform(0.5, 2.0, 30), np.zeros(10), rng.uniform(0.5, 2.0, 20)])
+    starts = np.array([0, 30, 40])
+    Q = np.vstack([rng.normal(scale=0.3, size=(12, 2)), [[22.5, 0.0], [22.0, 0.5], [23, 0]]])
+    train = prepare_train(X, log_w=log_weights(w), groups=_groups(starts, 60))
+    redone, original = [], _sums._grouped_slope_sums
+
+    def spy(plan, Qc, own):
+        redone.append(len(Qc))
+        return original(plan, Qc, own)
+
+    monkeypatch.setattr(_sums, "_grouped_slope_sums", spy)
+    L = class_log_sums(Q, train, KERNELS["gaussian"])
+    assert redone == [12]  # the rows near group 0 alone: group 2 underflows there
+    with np.errstate(divide="ignore"):
+        log_terms = log_weights(w) + LOG_PROFILES["gaussian"](scaled_distances(X, Q, 1.0))
+    expected = np.column_stack([logsumexp(log_terms[:, lo:hi], axis=1)
+                                for lo, hi in [(0, 30), (30, 40), (40, 60)]])  # fmt: skip
+    assert np.all(L[:, 1] == -np.inf) and np.all(np.isfinite(L[:, [0, 2]]))
+    assert_allclose(L[:, [0, 2]], expected[:, [0, 2]], rtol=1e-12)
 
 
 # --------------------------------------------------------------------------
