@@ -11,10 +11,13 @@ import numpy as np
 
 from .._kernels import Kernel
 from . import _dense, _span, _tree
+from ._chunks import Options, budget
 
-# At most this many folded columns (groups x (values + 1)) for grouped sums: the
-# folded keys hold them for every training row.
-_GROUP_COLUMNS = 64
+# At most this many folded columns (groups x (values + 1)) for grouped sums: the fused
+# pass sums them per pair, and its gain over the shifted sums shrinks with them (class
+# sums, n = 50,000, d = 2, 1,000 queries: 3.1-3.6x with 16 groups, 1.8-2.2x with 32,
+# about 1.3x with 48, none with 64; measured once, see docs/benchmarks.md "Dense engine").
+_GROUP_COLUMNS = 48
 
 
 class Plan:
@@ -58,11 +61,11 @@ class Plan:
         # Grouped sums of the Gaussian: distances shifted by each group's nearest point;
         # first, where they fit, folded as one value column per group and value (the rows
         # where a group's sum underflows then take the shifted distances).
-        self.group_slopes, self.group_folded = None, None
+        self.group_slopes, self.group_folded, self.fold_groups = None, None, True
         if slope is not None and grouped and train.codes is None:
             self.group_slopes = [_power(p) * slope / f**2 for f in factors for p in powers]
             single = not loo and exclude is None and list(factors) == [1.0]
-            if single and not train.trees and self.shape[2] * self.shape[3] <= _GROUP_COLUMNS:
+            if single and not train.trees and self._group_columns_fit(options):
                 ps = [_power(p) for p in powers]
                 self.group_folded = _dense.FoldedKeys(
                     train, self._group_columns(), self.group_slopes, ps
@@ -97,6 +100,16 @@ class Plan:
         plain = out[2][:, f, self.plain, 0, -1]
         return np.flatnonzero((plain < _dense.UNDERFLOW).any(axis=1))
 
+    def _group_columns_fit(self, options) -> bool:
+        """Whether the folded group columns are few, and fit a quarter of the memory budget.
+
+        The folded keys hold them twice (by row and by column) for the whole call.
+        """
+        columns = self.shape[2] * self.shape[3]
+        workers, mib = budget(Options() if options is None else options)
+        nbytes = 2 * 8 * self.train.n_samples * columns
+        return columns <= _GROUP_COLUMNS and nbytes <= workers * mib * 2**20 / 4
+
     def _group_columns(self) -> np.ndarray:
         """``[V, 1]`` of each group's rows in that group's columns, 0 elsewhere: (n, G (k + 1))."""
         n, (_, _, G, k1) = self.train.n_samples, self.shape
@@ -110,16 +123,24 @@ class Plan:
 
         Those are the rows where a group with points of positive weight has a
         plain sum below ``_dense.UNDERFLOW`` (0 included: past the folded
-        product's bound without the compiled kernels).
+        product's bound without the compiled kernels).  Each group keeps a
+        log scale of its own, as the shifted sums do: its weight sum is 1 in
+        scaled units (its power's, the first power's for ``"ds"``), and a group
+        of no weight has scale ``-inf`` and sums 0.
         """
         m, (_, P, G, k1) = len(Qc), self.shape
-        out = self.empty(m)
-        out[2][:, 0] = self.group_folded.sums(Qc)[:, :, :-1].reshape(m, P, G, k1)  # not the total
-        out[1][:] = self.lw_max
+        sums = self.group_folded.sums(Qc)[:, :, :-1].reshape(m, P, G, k1)  # not the total
         for t, p in enumerate(self.powers):
             if p == "ds":  # d log K / ds is the constant slope
-                out[2][:, 0, t] *= self.kernel.log_slope
-        low = (out[2][:, 0, :, :, -1][:, self.plain] < _dense.UNDERFLOW) & self.occupied
+                sums[:, t] *= self.kernel.log_slope
+        low = (sums[..., -1][:, self.plain] < _dense.UNDERFLOW) & self.occupied
+        own = [self.powers.index(1) if p == "ds" else t for t, p in enumerate(self.powers)]
+        total = sums[..., -1][:, own]  # (m, P, G): the weight sum of each entry's power
+        total = np.where(total > 0, total, np.inf)
+        out = self.empty(m)
+        out[2][:, 0] = sums / total[..., None]
+        with np.errstate(divide="ignore"):
+            out[1][:, 0] = self.lw_max + np.log(np.where(np.isfinite(total), total, 0.0))
         return out, np.flatnonzero(low.any(axis=(1, 2)))
 
     def own(self, chunk: slice):

@@ -105,9 +105,11 @@ def power_of_two(a: ArrayLike) -> np.ndarray:
 
 def _grouped_fast_sums(plan: Plan, Qc: np.ndarray, own):
     """Return grouped sums of the Gaussian, folded where they fit; None as below."""
-    if plan.group_folded is None:
+    if plan.group_folded is None or not plan.fold_groups:
         return _grouped_slope_sums(plan, Qc, own)
     out, redo = plan.group_folded_sums(Qc)
+    if 2 * redo.size > len(Qc):  # most rows lie far from some group: no more folding in
+        plan.fold_groups = False  # this call (a flag: chunks in flight finish as they are)
     if redo.size:
         part = _grouped_slope_sums(plan, Qc[redo], None)
         if part is None:

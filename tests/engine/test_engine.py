@@ -26,7 +26,16 @@ from conftest import (
     traced_peak,
 )
 from skl_nw import NadarayaWatsonRegressor
-from skl_nw._engine import Options, _dense, _sums, attention, class_log_sums, pool, prepare_train
+from skl_nw._engine import (
+    Options,
+    _dense,
+    _plan,
+    _sums,
+    attention,
+    class_log_sums,
+    pool,
+    prepare_train,
+)
 from skl_nw._kernels import KERNELS, kernel_names
 
 NAMES = kernel_names()
@@ -451,6 +460,33 @@ def test_gaussian_group_sums_fold_and_redo_the_rows_a_group_underflows(rng, monk
                                 for lo, hi in [(0, 30), (30, 40), (40, 60)]])  # fmt: skip
     assert np.all(L[:, 1] == -np.inf) and np.all(np.isfinite(L[:, [0, 2]]))
     assert_allclose(L[:, [0, 2]], expected[:, [0, 2]], rtol=1e-12)
+
+
+@pytest.mark.parametrize("working_memory, folds", [(0.1, 1), (0.005, 0)])
+def test_gaussian_group_sums_fold_within_their_memory_and_while_they_pay(
+    rng, monkeypatch, working_memory, folds
+):
+    # Groups 100 bandwidths apart: every row has a group whose folded sum underflows,
+    # so after the first chunk (of ~14 rows) the call takes the shifted sums alone.
+    # With a budget too small for the folded columns (2 x 8 bytes x 150 rows x 3
+    # groups against a quarter of 5 KiB) none folds.
+    X = np.vstack([rng.normal(size=(50, 1)) + 100.0 * g for g in range(3)])
+    train = prepare_train(X, groups=_groups(np.array([0, 50, 100]), 150))
+    Q = rng.normal(size=(400, 1)) + 100.0 * rng.integers(0, 3, (400, 1))
+    calls, original = [], _plan.Plan.group_folded_sums
+
+    def spy(plan, Qc):
+        calls.append(len(Qc))
+        return original(plan, Qc)
+
+    monkeypatch.setattr(_plan.Plan, "group_folded_sums", spy)
+    options = Options(working_memory=working_memory, n_jobs=1)
+    L = class_log_sums(Q, train, KERNELS["gaussian"], options=options)
+    assert len(calls) == folds
+    log_terms = LOG_PROFILES["gaussian"](scaled_distances(X, Q, 1.0))
+    expected = np.column_stack([logsumexp(log_terms[:, lo:lo + 50], axis=1)
+                                for lo in (0, 50, 100)])  # fmt: skip
+    assert_allclose(L, expected, rtol=1e-12)
 
 
 # --------------------------------------------------------------------------

@@ -192,3 +192,25 @@ def test_gradient_with_categories_is_the_gradient_within_the_cell_at_lambda_zero
     grad = mixed.predict_gradient(Q)
     assert grad.shape == (7, 2)
     np.testing.assert_allclose(grad, alone.predict_gradient(Q[:, :2]), rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("Est", [NadarayaWatsonRegressor, LocalPolynomialRegressor])
+def test_cells_of_zero_weight_and_tiny_lambdas_keep_the_leave_one_out_fits_finite(Est):
+    # Two cells 34 bandwidths apart, one of zero weight, and a lambda of 1e-90: the
+    # zero-weight cell's rows draw on the other cell alone, at a factor 1e-90.  The
+    # cells' sums keep a log scale each, whether one bandwidth multiple folds them
+    # into one product or several take the sums shifted by each cell's nearest point.
+    import pandas as pd
+
+    rng = np.random.default_rng(2)
+    c = np.repeat([0, 1], 30)
+    x = np.where(c == 0, 17.0, 0.0) + 0.2 * rng.normal(size=60)
+    y = np.sin(x) + 0.1 * rng.normal(size=60)
+    X = pd.DataFrame({"x": x, "c": pd.Categorical(c)})
+    est = Est(bandwidth=[0.5, 0.3], algorithm="brute").fit(X, y, sample_weight=(c == 0) * 1.0)
+    loo = est._leave_one_out()
+    for lam in (1e-3, 1e-90):
+        one, _ = loo.fits(np.ones(1), lambdas=np.array([[lam]]))
+        two, _ = loo.fits(np.array([1.0, 1.0 + 1e-9]), lambdas=np.array([[lam]]))
+        assert np.all(np.isfinite(one))
+        np.testing.assert_allclose(one[:, 0], two[:, 0], rtol=1e-6)
