@@ -80,9 +80,11 @@ class MixedLocalLeaveOneOut(MixedLeaveOneOut):
                 M, B = mom.rescale(M, B, factor)
                 coef, a, _, _ = fit_local(mom, M, B, base.Z / factor, degree)
                 # Point i's attention weight: its cell's share (weights) times its own
-                # part of that cell's sum, w_i K(0) / S_ic (the discrete factor cancels).
-                own = log_w - sums.shift[:, f] - sums.log_scale[rows, f, 0, self.cell_of]
-                share = weights[rows, self.cell_of] * np.exp(own)
+                # part of that cell's sum, w_i K(0) / S_ic (the discrete factor cancels);
+                # 0 for a point of no weight (in a cell of no weight: -inf - -inf).
+                with np.errstate(invalid="ignore"):
+                    own = log_w - sums.shift[:, f] - sums.log_scale[rows, f, 0, self.cell_of]
+                share = np.where(np.isfinite(log_w), weights[rows, self.cell_of] * np.exp(own), 0)
                 fitted[t, f], hat[t, f] = coef[:, 0], share * a[:, 0]
         return fitted, hat
 

@@ -210,7 +210,10 @@ def test_cells_of_zero_weight_and_tiny_lambdas_keep_the_leave_one_out_fits_finit
     est = Est(bandwidth=[0.5, 0.3], algorithm="brute").fit(X, y, sample_weight=(c == 0) * 1.0)
     loo = est._leave_one_out()
     for lam in (1e-3, 1e-90):
-        one, _ = loo.fits(np.ones(1), lambdas=np.array([[lam]]))
-        two, _ = loo.fits(np.array([1.0, 1.0 + 1e-9]), lambdas=np.array([[lam]]))
+        one, hat_one = loo.fits(np.ones(1), lambdas=np.array([[lam]]))
+        two, hat_two = loo.fits(np.array([1.0, 1.0 + 1e-9]), lambdas=np.array([[lam]]))
         assert np.all(np.isfinite(one))
         np.testing.assert_allclose(one[:, 0], two[:, 0], rtol=1e-6)
+        # A point of no weight has no attention on itself: its hat value is 0.
+        assert np.all(hat_one[..., c == 1] == 0) and np.all(hat_two[..., c == 1] == 0)
+        np.testing.assert_allclose(hat_one[:, 0], hat_two[:, 0], rtol=1e-6)
