@@ -44,7 +44,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from skl_nw import NadarayaWatsonRegressor, _engine
-from skl_nw._engine import _dense
+from skl_nw._engine import _auto
 from skl_nw._kernels import get_kernel
 
 from ._common import describe, environment, table, write_json
@@ -402,18 +402,13 @@ def bench_crossover(dims, kernels, sizes, fractions, m, limits, repeat, seed):
 def fast_brute(Xs: np.ndarray, kernel) -> bool:
     """Whether brute force folds the kernel into one GEMM for queries like the data.
 
-    The test of ``skl_nw._engine._dense.FoldedKeys.sums`` (a query folds when its
-    squared norm plus the training set's largest keeps the GEMM's rounding error
-    below ``MAX_GEMM_ERROR``), with the query norms taken as the 99th percentile
-    of the training norms.  Without the compiled kernels, where it holds the
-    Gaussian's brute force costs about 2 ns per pair instead of 10-20; with
-    them its rows past the bound take the same fused pass unfolded.
+    ``algorithm="auto"``'s own prediction (``skl_nw._engine._auto._folds``): the
+    test of ``_dense.FoldedKeys.sums`` with the query norms taken as the 99th
+    percentile of the training norms.  Without the compiled kernels, where it
+    holds the Gaussian's brute force costs about 2 ns per pair instead of
+    10-20; with them its rows past the bound take the same fused pass unfolded.
     """
-    if kernel.log_slope is None:
-        return False
-    sq_norms = _engine.prepare_train(Xs).sq_norms
-    bound = sq_norms.max() + np.quantile(sq_norms, 0.99)
-    return bool(_dense.gemm_exact(kernel.log_slope, Xs.shape[1], bound))
+    return bool(_auto._folds(Xs, kernel))
 
 
 def _crossover_config(X, y, Q, kernel, h, limits, repeat) -> dict:

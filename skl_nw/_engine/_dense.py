@@ -304,11 +304,11 @@ class FoldedKeys:
             and V.shape[1] <= FUSED_MAX_VALUE_COLUMNS
             and (train.onehot is None or (self.cells is not None and train.d <= 3))
         )
-        # Many features: the tiled kernels, features padded to a multiple of four.
-        self.tiled = self.fused and train.onehot is None and train.d >= TILED_MIN_FEATURES
         # Rows whose GEMM could cancel take direct differences in the same tiles
         # (continuous features only; else the caller's log-space path takes those rows).
         self.direct = self.fused and train.onehot is None
+        # Many features: the tiled kernels, features padded to a multiple of four.
+        self.tiled = self.direct and train.d >= TILED_MIN_FEATURES
         self.differences = None  # (X.T padded, offsets in bits), made when first needed
         if self.tiled:  # log weights in bits (see _compiled_tiled)
             X = pad_features(train.X).T

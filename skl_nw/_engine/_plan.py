@@ -44,13 +44,18 @@ class Plan:
         self.scale = None if train.neighbours is None else _span.radii(
             Q, train, self.own(slice(None)), rows, options)  # fmt: skip
         slope = None if self.scale is not None else kernel.log_slope
+        slopes = None  # one per factor and power: the Gaussian's log K(s) = slope s
+        if slope is not None:
+            slopes = [_power(p) * slope / f**2 for f in factors for p in powers]
+        # One bandwidth and no row left out: the Gaussian folds (_dense.FoldedKeys).
+        single = not loo and exclude is None and list(factors) == [1.0]
+        ps = [_power(p) for p in powers]
         # The folded / chained exp sums: the Gaussian on the brute path, ungrouped.
         self.slopes, self.fused = None, False
-        if slope is not None and not train.trees and not grouped and V.shape[1] >= 1:
-            self.slopes = np.array([_power(p) * slope / f**2 for f in factors for p in powers])
-            if not loo and exclude is None and len(factors) == 1 and factors[0] == 1.0:
-                ps = [_power(p) for p in powers]
-                self.folded = _dense.FoldedKeys(train, V, list(self.slopes), ps)
+        if slopes is not None and not train.trees and not grouped and V.shape[1] >= 1:
+            self.slopes = np.array(slopes)
+            if single:
+                self.folded = _dense.FoldedKeys(train, V, slopes, ps)
                 self.fused = self.folded.fused
             elif train.codes is not None:  # the chained exps take no discrete kernels
                 self.slopes = None
@@ -62,14 +67,10 @@ class Plan:
         # first, where they fit, folded as one value column per group and value (the rows
         # where a group's sum underflows then take the shifted distances).
         self.group_slopes, self.group_folded, self.fold_groups = None, None, True
-        if slope is not None and grouped and train.codes is None:
-            self.group_slopes = [_power(p) * slope / f**2 for f in factors for p in powers]
-            single = not loo and exclude is None and list(factors) == [1.0]
+        if slopes is not None and grouped and train.codes is None:
+            self.group_slopes = slopes
             if single and not train.trees and self._group_columns_fit(options):
-                ps = [_power(p) for p in powers]
-                self.group_folded = _dense.FoldedKeys(
-                    train, self._group_columns(), self.group_slopes, ps
-                )
+                self.group_folded = _dense.FoldedKeys(train, self._group_columns(), slopes, ps)
                 self.occupied = np.logical_or.reduceat(np.isfinite(train.log_w), self.starts)
         # Compact kernels sum in linear space (see _linear_sums).
         # (With discrete kernels a weight sum can vanish inside the support: log space.)
@@ -130,9 +131,7 @@ class Plan:
         """
         m, (_, P, G, k1) = len(Qc), self.shape
         sums = self.group_folded.sums(Qc)[:, :, :-1].reshape(m, P, G, k1)  # not the total
-        for t, p in enumerate(self.powers):
-            if p == "ds":  # d log K / ds is the constant slope
-                sums[:, t] *= self.kernel.log_slope
+        self._times_slope(sums, axis=1)
         low = (sums[..., -1][:, self.plain] < _dense.UNDERFLOW) & self.occupied
         own = [self.powers.index(1) if p == "ds" else t for t, p in enumerate(self.powers)]
         total = sums[..., -1][:, own]  # (m, P, G): the weight sum of each entry's power
@@ -171,10 +170,17 @@ class Plan:
                 Qc, self.train, self.XT, self.V, unique, self.offset, own, self.kernel
             )[:, inverse]
         sums = sums.reshape(m, *self.shape[:2], -1)
-        for t, p in enumerate(self.powers):
-            if p == "ds":  # d log K / ds is the constant slope (in each factor's units)
-                sums[:, :, t] *= self.kernel.log_slope
+        self._times_slope(sums, axis=2)
         return sums
+
+    def _times_slope(self, sums: np.ndarray, axis: int) -> None:
+        """Multiply the ``"ds"`` sums (along the powers' ``axis``) by ``d log K / ds``, in place.
+
+        The folded and chained sums take ``w K``; for the Gaussian ``d log K / ds``
+        is the constant slope (in each factor's units).
+        """
+        ds = [t for t, p in enumerate(self.powers) if p == "ds"]
+        np.moveaxis(sums, axis, 0)[ds] *= self.kernel.log_slope
 
     def log_space(self, rows_out, f, b, shift, s, row=None, col=None):
         """Fill the sums of one factor from log-kernel terms ``b`` (dense, or COO entries)."""
@@ -211,6 +217,4 @@ def zero_at_zero(g: np.ndarray, s: np.ndarray) -> np.ndarray:
 
 def _dlog(kernel: Kernel, s: np.ndarray) -> np.ndarray:
     """``d log K / ds``, 0 at ``s = 0`` (see the module docstring) and outside the support."""
-    g = kernel.dlog_profile(s)
-    g[s == 0] = 0.0
-    return g
+    return zero_at_zero(kernel.dlog_profile(s), s)
