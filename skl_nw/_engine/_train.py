@@ -103,6 +103,9 @@ class TrainSet:
         if groups is None:
             order, self.starts = np.arange(n), np.zeros(1, dtype=np.intp)
         else:
+            if len(groups) and np.bincount(groups).min() == 0:
+                # reduceat gives an empty group its neighbour's first row, not 0
+                raise ValueError("groups must label every group 0 .. G - 1 with a row")
             order = np.argsort(groups, kind="stable")
             self.starts = np.searchsorted(groups[order], np.arange(groups.max() + 1))
         if algorithm != "brute":

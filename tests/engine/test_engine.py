@@ -429,6 +429,13 @@ def test_log_group_sums_far_group_stays_finite(rng, kernel):
         assert np.all(np.log(naive_group_sums(X, Q, 1.0, kernel, w, starts))[:, 1] == -np.inf)
 
 
+@pytest.mark.parametrize("groups", [[0, 0, 2, 2], [1, 1, 2]])
+def test_a_group_with_no_rows_is_refused(groups):
+    # reduceat would give the empty group its neighbour's first row instead of 0
+    with pytest.raises(ValueError, match="every group"):
+        prepare_train(np.zeros((len(groups), 1)), groups=np.array(groups))
+
+
 @pytest.mark.parametrize("numpy_passes", [False, True])
 def test_gaussian_group_sums_fold_and_redo_the_rows_a_group_underflows(rng, monkeypatch,
                                                                        numpy_passes):  # fmt: skip
