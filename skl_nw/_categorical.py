@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils import check_array
 
-from ._kernels import DiscreteKernel, get_discrete_kernel
+from ._discrete_kernels import DiscreteKernel, get_discrete_kernel
 
 __all__ = ["Categories", "check_numeric", "encode", "feature_label", "feature_names", "resolve"]
 

@@ -16,16 +16,7 @@ import numpy as np
 from scipy import integrate
 from scipy.special import comb, gammaln, ndtr
 
-__all__ = [
-    "DISCRETE_KERNELS",
-    "KERNELS",
-    "LOG_ZERO",
-    "DiscreteKernel",
-    "Kernel",
-    "get_discrete_kernel",
-    "get_kernel",
-    "kernel_names",
-]
+__all__ = ["KERNELS", "Kernel", "copy_fields", "get_kernel", "kernel_names"]
 
 ArrayFn = Callable[[np.ndarray], np.ndarray]
 
@@ -144,14 +135,14 @@ class Kernel:
         return {"name": self.name}
 
     def __setstate__(self, state: dict) -> None:
-        _copy_fields(self, get_kernel(state["name"]))
+        copy_fields(self, get_kernel(state["name"]))
 
     def log_normalizer(self, d: int) -> float:
         """Log of the constant ``c_d`` such that ``c_d K(||x||)`` integrates to 1."""
         return -float(self.log_integral(d))
 
 
-def _copy_fields(record, source) -> None:
+def copy_fields(record, source) -> None:
     """Fill a frozen record restored by ``__setstate__`` from the registry's copy."""
     for field in fields(source):
         object.__setattr__(record, field.name, getattr(source, field.name))
@@ -384,137 +375,3 @@ def get_kernel(kernel: str | Kernel) -> Kernel:
     except (KeyError, TypeError):
         valid = ", ".join(repr(name) for name in sorted(KERNELS))
         raise ValueError(f"Unknown kernel={kernel!r}; valid kernels are {valid}.") from None
-
-
-# ----------------------------------------------------------------- discrete kernels
-#: ``log 0`` of a discrete kernel (``lambda = 0``) is taken as this finite value: it
-#: keeps folded products free of ``-inf * 0 = NaN``, gives the same sums as 0 wherever
-#: some training point has a positive weight (``exp(-1e8)`` underflows against it), and
-#: otherwise (a category no training point has, at ``lambda = 0``) the ``lambda -> 0``
-#: limit: the points that differ in the fewest categorical features count.
-LOG_ZERO = -1e8
-
-
-@dataclass(frozen=True, repr=False)
-class DiscreteKernel:
-    """A kernel ``L(a, b; lambda)`` for one categorical feature, described as data.
-
-    ``dist`` is ``|a - b|``: the distance between category codes for ordered
-    features (a position in the order), and 0 (equal) or 1 (different) for
-    unordered ones.  ``c`` is the number of categories of the feature.
-
-    Attributes
-    ----------
-    name : str
-        The kernel's name.
-    ordered : bool
-        Whether it compares ordered categories (by ``|a - b|``).
-    log_value : callable
-        ``(lambda, c, dist) -> log L``, floored at ``LOG_ZERO``.
-    dlog_dlambda : callable
-        ``(lambda, c, dist) -> d log L / d lambda`` (0 where ``L = 0``).
-    max_lambda : callable
-        ``c -> largest admissible lambda``; at it, an unordered kernel gives
-        every category the same weight (the feature is ignored).
-    max_closed : bool
-        Whether ``max_lambda`` itself is admissible (Wang–van Ryzin: no, its
-        weights would all be 0).
-    """
-
-    name: str
-    ordered: bool
-    log_value: Callable
-    dlog_dlambda: Callable
-    max_lambda: Callable[[int], float]
-    max_closed: bool = True
-
-    def __reduce__(self):
-        return get_discrete_kernel, (self.name, self.ordered)
-
-    def __getstate__(self) -> dict:
-        return {"name": self.name, "ordered": self.ordered}
-
-    def __setstate__(self, state: dict) -> None:
-        _copy_fields(self, get_discrete_kernel(state["name"], state["ordered"]))
-
-    def __repr__(self) -> str:
-        return (
-            f"DiscreteKernel({self.name!r}, ordered={self.ordered!r}, "
-            f"max_closed={self.max_closed!r})"
-        )
-
-
-def _floored(x) -> np.ndarray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.maximum(np.nan_to_num(np.log(x), nan=LOG_ZERO), LOG_ZERO)
-
-
-def _over(a, b) -> np.ndarray:
-    """Return ``a / b`` with 0 where ``b = 0`` (a derivative where the kernel value is 0)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(b > 0, a / np.where(b > 0, b, 1.0), 0.0)
-
-
-def _power(lam, dist) -> np.ndarray:
-    """``lambda^dist`` with ``0^0 = 1``."""
-    return np.where(dist == 0, 1.0, np.asarray(lam, float) ** np.maximum(dist, 1e-300))
-
-
-def _aa_value(lam, c, dist):
-    other = lam / (c - 1) if c > 1 else 0.0
-    return np.where(dist == 0, 1.0 - lam, other)
-
-
-DISCRETE_KERNELS: dict[tuple[str, bool], DiscreteKernel] = {
-    ("aitchison_aitken", False): DiscreteKernel(
-        name="aitchison_aitken",
-        ordered=False,
-        log_value=lambda lam, c, dist: _floored(_aa_value(lam, c, dist)),
-        dlog_dlambda=lambda lam, c, dist: np.where(
-            dist == 0, _over(-1.0, 1.0 - lam), _over(1.0, lam)
-        ),
-        max_lambda=lambda c: (c - 1) / c,
-    ),
-    ("li_racine", False): DiscreteKernel(
-        name="li_racine",
-        ordered=False,
-        log_value=lambda lam, c, dist: _floored(np.where(dist == 0, 1.0, lam)),
-        dlog_dlambda=lambda lam, c, dist: np.where(dist == 0, 0.0, _over(1.0, lam)),
-        max_lambda=lambda c: 1.0,
-    ),
-    ("wang_van_ryzin", True): DiscreteKernel(
-        name="wang_van_ryzin",
-        ordered=True,
-        log_value=lambda lam, c, dist: _floored(
-            np.where(dist == 0, 1.0 - lam, 0.5 * (1.0 - lam) * _power(lam, dist))
-        ),
-        dlog_dlambda=lambda lam, c, dist: np.where(
-            dist == 0, _over(-1.0, 1.0 - lam), _over(-1.0, 1.0 - lam) + _over(dist, lam)
-        ),
-        max_lambda=lambda c: 1.0,
-        max_closed=False,
-    ),
-    ("li_racine", True): DiscreteKernel(
-        name="li_racine",
-        ordered=True,
-        log_value=lambda lam, c, dist: _floored(_power(lam, dist)),
-        dlog_dlambda=lambda lam, c, dist: _over(dist, lam),
-        max_lambda=lambda c: 1.0,
-    ),
-}
-
-
-def get_discrete_kernel(name: str, ordered: bool) -> DiscreteKernel:
-    """Return the discrete kernel record ``name`` for unordered or ordered features.
-
-    Raises
-    ------
-    ValueError
-        If the name is unknown; the message lists the valid names.
-    """
-    try:
-        return DISCRETE_KERNELS[name, ordered]
-    except (KeyError, TypeError):
-        valid = sorted(n for n, o in DISCRETE_KERNELS if o == ordered)
-        which = "ordered_kernel" if ordered else "categorical_kernel"
-        raise ValueError(f"Unknown {which}={name!r}; valid kernels are {valid}.") from None

@@ -28,9 +28,9 @@ Module map:
   ``_grid`` the cell grid of spans in two and three dimensions
   (``_compiled_grid`` its radii and sums);
 * ``_binned``: the binned path (linear binning, convolution, interpolation),
-  ``_binned_loo`` its leave-one-out, ``_binned_direct`` and
-  ``_binned_offsets`` the node moments of local fits, ``_binned_local``
-  the binned local polynomial fit;
+  ``_binned_convolve`` its stencils and convolutions, ``_binned_loo`` its
+  leave-one-out, ``_binned_direct`` and ``_binned_offsets`` the node
+  moments of local fits, ``_binned_local`` the binned local polynomial fit;
 * ``_local_fit``: local polynomial fits from moment sums (basis, shifts,
   blocks), ``_local_solve`` their floored solve;
 * ``_train``: :class:`TrainSet`; ``_chunks``: memory budget, threads, BLAS;
@@ -61,14 +61,8 @@ from scipy.sparse import vstack as sparse_vstack
 from .._kernels import Kernel
 from . import _dense, _span, _tree
 from ._auto import choose_algorithm, neighbour_fraction
-from ._binned import (
-    MAX_FEATURES,
-    BinnedSums,
-    check_grid_size,
-    grid_step,
-    make_grid,
-    margin_radius,
-)
+from ._binned import MAX_FEATURES, BinnedSums, grid_step, make_grid, margin_radius
+from ._binned_convolve import check_grid_size
 from ._binned_local import BinnedLocalFit
 from ._binned_loo import loo_pool as binned_loo_pool
 from ._chunks import Options, budget, single_threaded_blas

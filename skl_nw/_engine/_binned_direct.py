@@ -14,7 +14,7 @@ nodes it is also the cheaper one: each nonzero node scatters its stencil.
 axes (the Gaussian: the positions of an axis holding data scatter, line by
 line) and once for a ``d``-dimensional stencil (each nonzero node scatters
 the whole stencil), by the operation counts below; otherwise it hands over
-to :func:`skl_nw._engine._binned.convolve`.
+to :func:`skl_nw._engine._binned_convolve.convolve`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.fft
 
-from ._binned import convolve
+from ._binned_convolve import convolve
 
 __all__ = ["convolve_sparse", "sparse_enough"]
 
@@ -72,7 +72,7 @@ def _scatter_nodes(grids: np.ndarray, K: np.ndarray, nodes: np.ndarray) -> np.nd
 def convolve_sparse(counts: np.ndarray, shape: tuple[int, ...], K):
     """Linear ('same') convolution of each row of ``counts`` (k, G) with the stencil ``K``.
 
-    As :func:`skl_nw._engine._binned.convolve` (``K`` a ``d``-dimensional
+    As :func:`skl_nw._engine._binned_convolve.convolve` (``K`` a ``d``-dimensional
     array or a list of one-dimensional factors; returns the (k, G) sums and
     whether an FFT was used), but by direct scatters from the nonzero
     positions wherever those are few enough to be the cheaper way.

@@ -43,14 +43,13 @@ import numpy as np
 from .._kernels import Kernel
 from ._binned import (
     BinnedSums,
-    check_grid_size,
     column_range,
     grid_step,
     make_grid,
     margin_radius,
-    stencil,
     truncation_radius,
 )
+from ._binned_convolve import check_grid_size, stencil
 from ._binned_offsets import (
     moment_stencils,
     node_moments,

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._binned import BinnedSums, Grid, convolve, stencil_at
+from ._binned import BinnedSums, Grid
+from ._binned_convolve import convolve, stencil_at
 from ._loader import compiled
 
 __all__ = ["loo_pool"]

@@ -37,7 +37,8 @@ import numpy as np
 import scipy.fft
 from scipy.special import comb
 
-from ._binned import _FFT_ROUNDING, _MAX_GRID_VALUES, Grid
+from ._binned import _FFT_ROUNDING, Grid
+from ._binned_convolve import _MAX_GRID_VALUES
 from ._binned_direct import convolve_sparse, sparse_enough
 from ._loader import compiled
 
@@ -74,7 +75,7 @@ def powers(U: np.ndarray, exps: np.ndarray) -> np.ndarray:
 def moment_stencils(K, step: np.ndarray, exps: np.ndarray) -> list:
     """Return the stencils ``K(e) (-e)^a`` for each exponent ``a`` (rows of ``exps``).
 
-    ``K`` as :func:`skl_nw._engine._binned.stencil` returns it (at factor 1):
+    ``K`` as :func:`skl_nw._engine._binned_convolve.stencil` returns it (at factor 1):
     a ``d``-dimensional array over the node offsets ``e`` (in bandwidths), or a
     list of one-dimensional factors, which stay factors (``prod_j K_j(e_j)
     (-e_j)^(a_j)``).  The sign makes the convolution
@@ -287,7 +288,7 @@ def _per_stencil(rows_of, P, G, k, shape, stencils, pairs, n_y):
 
     ``rows_of(b)`` gives the sums of ``b`` as :func:`node_moments_binning_each`
     describes.  By direct scatters where the data occupies few nodes, else
-    by :func:`~skl_nw._engine._binned.convolve` (transforms, or a direct
+    by :func:`~skl_nw._engine._binned_convolve.convolve` (transforms, or a direct
     convolution for a stencil of a few nodes).
     """
     M, B, error = np.zeros((P, G)), np.zeros((n_y, k, G)), np.zeros(P)

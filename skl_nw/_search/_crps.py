@@ -33,7 +33,7 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import Pipeline
 
 from .._engine import sorted_loo_weights
-from .._inference._conditional import Mixture, Weights, check_y_kernel, y_bandwidth_rule
+from .._inference._mixture import Mixture, Weights, check_y_kernel, y_bandwidth_rule
 from .._smoothers._base import check_weights
 from .._smoothers._nadaraya_watson import NadarayaWatsonRegressor
 from .._smoothers._quantile import KernelQuantileRegressor

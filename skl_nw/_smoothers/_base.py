@@ -12,8 +12,9 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from .. import _categorical, _engine
+from .._discrete_kernels import DISCRETE_KERNELS
 from .._engine import power_of_two
-from .._kernels import DISCRETE_KERNELS, KERNELS, get_kernel
+from .._kernels import KERNELS, get_kernel
 from . import _binning
 from ._backends import BinnedBackend, ExactBackend
 

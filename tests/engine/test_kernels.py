@@ -298,7 +298,7 @@ def test_records_are_frozen():
 
 
 def test_reprs_show_data_not_functions():
-    from skl_nw._kernels import DISCRETE_KERNELS
+    from skl_nw._discrete_kernels import DISCRETE_KERNELS
 
     text = repr(KERNELS)
     assert "lambda" not in text and "<function" not in text
