@@ -22,7 +22,14 @@ Run ``python -m benchmarks binned`` (about 5-8 minutes on 2 cores) or
    bandwidth 0.3, ``binned_tol=1e-3``, degrees 1 and 2: binned fit + predict of
    1e5 queries and the max error against the exact brute-force path on 50.
 
-``--only local`` runs section 6 alone.
+7. Where Nadaraya–Watson's standard errors leave the exact pass for the grid:
+   per configuration (d, n, bandwidth, ``binned_tol``), the grid's time
+   (``GridNoise`` and the binned sums, per node), the exact pass's per query
+   (on the algorithm the binned fit's exact set takes), the measured crossover
+   in queries and the one ``_binning``'s rule (``_NOISE_NODE_PAIRS``) predicts,
+   one thread, CPU seconds.
+
+``--only local`` runs section 6 alone, ``--only std`` section 7.
 """
 
 from __future__ import annotations
@@ -275,17 +282,82 @@ def section_convolution(G):
     print(table([f"stencil nodes (G = {G})", "direct (ms)", "FFT (ms)"], rows))
 
 
+STD_CONFIGS = [  # (d, n, bandwidth, binned_tol): grids of 4e3 to 3e6 nodes
+    (1, 20_000, 0.01, None), (1, 200_000, 0.002, None), (1, 200_000, 0.0005, None),
+    (2, 20_000, 0.05, None), (2, 200_000, 0.05, None), (2, 200_000, 0.008, 1e-2),
+    (2, 200_000, 0.03, 1e-2),
+]  # fmt: skip
+
+
+def section_std_crossover(configs, m: int = 300):
+    """Grid against exact standard errors: the measured crossover and the rule's."""
+    from threadpoolctl import threadpool_limits
+
+    from skl_nw._engine import neighbour_fraction
+    from skl_nw._smoothers import _binning
+
+    from .bench_engine import cpu_timings
+
+    def timed(fn, pairs_a_node, repeat):
+        saved = _binning._NOISE_NODE_PAIRS, _binning._GRID_STD_MIN_RATIO
+        _binning._NOISE_NODE_PAIRS = _binning._GRID_STD_MIN_RATIO = pairs_a_node
+        try:
+            fn()  # compiled, caches warm
+            return float(np.median(cpu_timings(fn, repeat)[1]))
+        finally:
+            _binning._NOISE_NODE_PAIRS, _binning._GRID_STD_MIN_RATIO = saved
+
+    rows = []
+    for d, n, h, tol in configs:
+        rng = np.random.default_rng(0)
+        X = rng.uniform(size=(n, d))
+        y = np.sin(6 * X.sum(axis=1)) + rng.normal(0, 0.3, n)
+        Q = rng.uniform(0.05, 0.95, size=(m, d))
+        est = NadarayaWatsonRegressor(h, algorithm="binned", binned_tol=tol, n_jobs=1).fit(X, y)
+
+        def call(est=est, Q=Q):
+            return est.predict(Q, return_std=True)
+
+        with threadpool_limits(limits=1):
+            grid = timed(call, -np.inf, 2)
+            exact = timed(call, np.inf, 3) / m
+        binned = est._backend.sums
+        train, G = binned.exact(), binned.grid.size
+        share = neighbour_fraction(train.X, train.log_w, binned.kernel, binned.rtol)
+        path = f"tree ({share:.1%})" if train.trees else "brute"
+        rule = _binning._GRID_STD_MIN_RATIO + _binning._NOISE_NODE_PAIRS * G / n
+        rows.append([d, f"{n:,}", h, tol or _binning.DEFAULT_TOL, f"{G:.3g}", path,
+                     f"{grid:.3g} ({grid / G * 1e6:.2f} µs a node)",
+                     f"{exact * 1e3:.3g} ({exact / n * 1e9:.2f} ns a row)",
+                     f"{grid / exact:,.0f}", f"{rule:,.0f}",
+                     f"{(grid / exact - _binning._GRID_STD_MIN_RATIO) * n / G:,.0f}"])  # fmt: skip
+    print("### Standard errors: grid or exact pass (one thread, CPU seconds)\n")
+    header = ["d", "n", "h", "binned_tol", "nodes", "exact path", "grid (s)",
+              "exact (ms a query)", "crossover (queries)", "rule's", "pairs a node"]  # fmt: skip
+    print(table(header, rows))
+    print(
+        f"\nGrid: medians of 2 calls of {m} queries; exact: of 3, per query.  Pairs a "
+        "node: the exact pass's query-row pairs that cost one node of the grid, the "
+        f"quantity of `_NOISE_NODE_PAIRS` (now {_binning._NOISE_NODE_PAIRS})."
+    )
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks binned")
     parser.add_argument("--quick", action="store_true", help="n = 1e5 only (seconds)")
     parser.add_argument("--plot", default=None, help="write the scaling plot here (PNG)")
-    parser.add_argument("--only", choices=["local"], default=None, help="one section only")
+    parser.add_argument("--only", choices=["local", "std"], default=None,
+                        help="one section only")  # fmt: skip
     args = parser.parse_args(argv)
     print(describe(environment(extra=("KDEpy",))) + "\n")
     quick = args.quick
     local = ([10**5] if quick else [10**6, 10**7], 10**4 if quick else 10**5,
              100 if quick else 200, 1e-6)  # fmt: skip
     local_2d = (10**5 if quick else 10**6, 10**4 if quick else 10**5, 50, 1e-3)
+    std_configs = [(1, 20_000, 0.01, None), (2, 20_000, 0.05, 1e-2)] if quick else STD_CONFIGS
+    if args.only == "std":
+        section_std_crossover(std_configs)
+        return
     if args.only == "local":
         section_local(*local)
         print()
@@ -308,3 +380,5 @@ def main(argv=None) -> None:
     section_local(*local)
     print()
     section_local_2d(*local_2d)
+    print()
+    section_std_crossover(std_configs)

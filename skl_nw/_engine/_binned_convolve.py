@@ -16,7 +16,7 @@ from scipy import ndimage
 
 from .._kernels import Kernel
 
-__all__ = ["check_grid_size", "convolve", "stencil", "stencil_at"]
+__all__ = ["check_grid_size", "convolve", "grid_fits", "stencil", "stencil_at"]
 
 # Direct convolution when the stencil has at most this many nodes: its time grows
 # with the stencil, the FFT's does not, and they cross between 33 and 65 nodes; see
@@ -28,12 +28,22 @@ _FFT_BLOCK_VALUES = 1 << 19
 _MAX_GRID_VALUES = 1 << 28
 
 
+def grid_fits(shape, columns: int) -> bool:
+    """Whether a grid of ``shape`` with ``columns`` values a node is within the path's limit."""
+    return bool(_grid_values(shape, columns) <= _MAX_GRID_VALUES)  # not for inf or NaN nodes
+
+
+def _grid_values(shape, columns: int) -> float:
+    return float(np.prod(np.array(shape, dtype=float))) * columns
+
+
 def check_grid_size(shape, columns: int) -> None:
     """Raise a MemoryError naming ``binned_tol`` for a grid over the path's limit."""
-    need = float(np.prod(np.array(shape, dtype=float))) * columns
-    if not need <= _MAX_GRID_VALUES:  # inf or NaN nodes too
+    need = _grid_values(shape, columns)
+    nodes = " x ".join(f"{float(s):.0f}" for s in shape)
+    if not grid_fits(shape, columns):
         raise MemoryError(
-            f"The binned grid would hold {need:.3g} values (shape {shape}, {columns} "
+            f"The binned grid would hold {need:.3g} values ({nodes} nodes, {columns} "
             f"column(s)), more than the limit of {_MAX_GRID_VALUES:.3g}: pass a larger "
             "binned_tol or a larger bandwidth, or use an exact algorithm."
         )

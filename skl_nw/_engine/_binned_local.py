@@ -204,16 +204,24 @@ class BinnedLocalFit(BinnedSums):
         self.grid = make_grid(X, step, margin_radius(kernel, tol), active)
         self.resolved = resolves(X, active, step, self.degree, self.tol)
         mom = Moments(d, 2 * self.degree, self.degree)
-        # The moments, one monomial's offset sums and a convolution's output (_moments
-        # holds all the sums, and node_moments more temporaries, only where they fit).
-        k = values.shape[1]
-        check_grid_size(self.grid.shape, mom.n_plain + mom.n_y * k + 2 * (1 + k))
+        check_grid_size(self.grid.shape, self.columns(d, self.degree, values.shape[1]))
         self._unit_weights(w)
         M, B, error = self._moments(mom)
         self.floor = self.floor_for(bool(error.any()), self.grid)
         self.coef, self.centre, self.valid = self._fit_nodes(mom, M, B, error)
         self.sums = None
         self._exact = None
+
+    @staticmethod
+    def columns(d: int, degree: int, k: int) -> int:
+        """Values a node of the grid holds at once, for ``k`` value columns.
+
+        The moments, one monomial's offset sums and a convolution's output
+        (``_moments`` holds all the sums, and ``node_moments`` more
+        temporaries, only where they fit).
+        """
+        mom = Moments(d, 2 * degree, degree)
+        return mom.n_plain + mom.n_y * k + 2 * (1 + k)
 
     def _node_step(self, kernel: Kernel, tol: float, d: int) -> float:
         """Return the nodes' spacing in bandwidths (:func:`local_step`)."""

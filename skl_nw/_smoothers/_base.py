@@ -311,10 +311,9 @@ class _NWBase(BaseEstimator):
                 "algorithm='binned' takes continuous features only; this X has categorical "
                 f"feature(s) {named}. Use algorithm='auto', 'brute' or a tree."
             )
-        if cats is None and _binning.wanted(self, Xs):  # "binned", or "auto" with binned_tol
-            tol = getattr(self, "binned_tol", None)
-            tol = _binning.DEFAULT_TOL if tol is None else tol
-            self._backend = BinnedBackend(self._binned_training(Xs, w, values, tol))
+        binned = None if cats is not None else _binning.training(self, Xs, w, values)
+        if binned is not None:  # "binned", or "auto" with binned_tol
+            self._backend = BinnedBackend(binned)
             self.tree_ = None
             return
         with np.errstate(divide="ignore"):

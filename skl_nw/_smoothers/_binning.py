@@ -12,13 +12,21 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .._engine import MAX_FEATURES, BinnedSums, LossFn, binned_loo_pool
+from .._engine import (
+    MAX_FEATURES,
+    BinnedLocalFit,
+    BinnedSums,
+    LossFn,
+    binned_loo_pool,
+    grid_fits,
+)
 from .._inference._local_variance import GridNoise
 
 __all__ = [
     "DEFAULT_TOL",
     "BinnedLeaveOneOut",
     "mean_std",
+    "training",
     "variance_factor",
     "wanted",
 ]
@@ -31,9 +39,10 @@ _AUTO_MIN_SAMPLES = 100_000
 # grid nodes: the binning of the weights' columns then costs less than the exact pass
 # (measured once, see docs/benchmarks.md "Binned path", "Tuned constants").
 _GRID_STD_MIN_RATIO = 32
-# Standard errors: their nodes' local lines cost about this many exact pairs a node (2-4
-# us a node against 3-5 ns a pair; 2-D, G = 0.9e6-1.7e6: docs/benchmarks.md "Binned path").
-_NOISE_NODE_PAIRS = 1000
+# Standard errors: a node's local line costs about this many of the exact pass's
+# query-row pairs (1-3 us a node, 1-6 ns a pair): 120-1,050 measured in 1-D and 2-D, on
+# brute force and trees, the geometric mean (``python -m benchmarks binned --only std``).
+_NOISE_NODE_PAIRS = 500
 
 
 def wanted(est, Xs: np.ndarray) -> bool:
@@ -62,6 +71,23 @@ def wanted(est, Xs: np.ndarray) -> bool:
     )
 
 
+def training(est, Xs: np.ndarray, w: np.ndarray, values: np.ndarray):
+    """Return the binned training side of this fit, or None for the exact path.
+
+    "auto" takes the exact path where the grid would pass the binned path's
+    memory limit (checked before any work); "binned" raises that MemoryError.
+    """
+    if not wanted(est, Xs):
+        return None
+    tol = getattr(est, "binned_tol", None)
+    try:
+        return est._binned_training(Xs, w, values, DEFAULT_TOL if tol is None else tol)
+    except MemoryError:
+        if est.algorithm == "binned":
+            raise
+        return None
+
+
 def mean_std(binned: BinnedSums, Q: np.ndarray, Z: np.ndarray, exact: Callable):
     """Nadaraya–Watson's fit and standard error at scaled queries, on the grid: two (m, k).
 
@@ -71,10 +97,14 @@ def mean_std(binned: BinnedSums, Q: np.ndarray, Z: np.ndarray, exact: Callable):
     standardised targets in the training rows' order), times the binned
     ``sum alpha^2 / w``: ``O(n + G)`` instead of ``O(n m)``.  Queries the grid
     cannot answer (outside it, or below its floor) go to ``exact(rows)``,
-    which returns the same two arrays.  The standard error is in units of ``Z``.
+    which returns the same two arrays, and so do all of them where the
+    noise's grid would pass the path's memory limit (it holds more columns
+    than the fit's grid).  The standard error is in units of ``Z``.
     """
     n, G = len(binned.w), binned.grid.size
-    if len(Q) * n <= _GRID_STD_MIN_RATIO * n + _NOISE_NODE_PAIRS * G:
+    columns = BinnedLocalFit.columns(binned.X.shape[1], 1, 2 * Z.shape[1])
+    few = len(Q) * n <= _GRID_STD_MIN_RATIO * n + _NOISE_NODE_PAIRS * G
+    if few or not grid_fits(binned.grid.shape, columns):
         return exact(Q)
     sigma2, redo = GridNoise(binned.X, binned.w, Z, binned.kernel, binned.tol).at(Q)
     S, good = binned.interpolated(Q)

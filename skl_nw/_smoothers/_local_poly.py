@@ -63,7 +63,7 @@ class LocalPolynomialRegressor(_SummaryMixin, _LocalInferenceMixin, _RegressorMi
         polynomial at the nodes of a regular grid from binned moments and
         interpolates, within ``binned_tol`` (see the user guide's "Binned
         path"); "auto" takes it only when ``binned_tol`` is set, from 100,000
-        training points on.
+        training points on, and where its grid fits the path's memory limit.
     leaf_size : int, default=40
         Leaf size of the tree.
     rtol : float, default=1e-16

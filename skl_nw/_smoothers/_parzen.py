@@ -52,7 +52,8 @@ default="scott"
         "binned" (1 to 3 features) approximates the sums on a regular grid
         (linear binning, one FFT convolution, multilinear interpolation) to
         ``binned_tol``: see the user guide's "Binned path"; "auto" takes it
-        only when ``binned_tol`` is set, from 100,000 training points on.
+        only when ``binned_tol`` is set, from 100,000 training points on, and
+        where its grid fits the path's memory limit.
     leaf_size : int, default=40
         Leaf size of the tree.
     rtol : float, default=1e-16

@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 
 from conftest import naive_linear_bin
-from skl_nw import BandwidthSearchCV, NadarayaWatsonRegressor, ParzenClassifier
+from skl_nw import (
+    BandwidthSearchCV,
+    LocalPolynomialRegressor,
+    NadarayaWatsonRegressor,
+    ParzenClassifier,
+)
 from skl_nw._engine import _binned
 from skl_nw._engine._binned import Grid, linear_bin
 from skl_nw._kernels import get_kernel, kernel_names
@@ -127,6 +132,25 @@ def test_auto_bins_only_when_asked(rng):
         "binned"
     )
     assert NadarayaWatsonRegressor(binned_tol=1e-3).fit(X, y)._fit_method == "binned"
+
+
+@pytest.mark.parametrize("make", [NadarayaWatsonRegressor, ParzenClassifier,
+                                  LocalPolynomialRegressor])  # fmt: skip
+def test_auto_takes_the_exact_path_where_the_grid_passes_the_memory_limit(rng, make, monkeypatch):
+    # "auto" with binned_tol bins large sets; where the grid would pass the path's limit
+    # it fits exactly (it raised the grid's MemoryError); "binned" still raises it.
+    from skl_nw._engine import _binned_convolve
+
+    X = rng.uniform(size=(100_000, 2))
+    y = (X[:, 0] > 0.5).astype(int)
+    Q = rng.uniform(size=(50, 2))
+    monkeypatch.setattr(_binned_convolve, "_MAX_GRID_VALUES", 1_000)
+    auto = make(bandwidth=0.1, binned_tol=1e-2).fit(X, y)
+    assert auto._fit_method != "binned"
+    exact = make(bandwidth=0.1, algorithm="brute").fit(X, y)
+    np.testing.assert_allclose(auto.predict(Q), exact.predict(Q), rtol=1e-12, atol=1e-12)
+    with pytest.raises(MemoryError, match="binned_tol"):
+        make(bandwidth=0.1, algorithm="binned", binned_tol=1e-2).fit(X, y)
 
 
 def test_attention_weights_are_the_exact_ones(rng):

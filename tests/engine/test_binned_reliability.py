@@ -195,6 +195,24 @@ def test_standard_errors_of_few_queries_are_exact(rng):
                                exact.predict(Q, return_std=True)[1], rtol=1e-12)  # fmt: skip
 
 
+def test_standard_errors_go_exact_where_the_noise_grid_passes_the_memory_limit(rng, monkeypatch):
+    # The noise's grid holds 18 values a node in 2-D where the fit's holds 2: a fit
+    # whose grid fits answers return_std on the exact path instead of a MemoryError.
+    from skl_nw._engine import _binned_convolve
+    from skl_nw._smoothers import _binning
+
+    X = rng.uniform(0, 1, size=(5_000, 2))
+    y = np.sin(6 * X[:, 0]) + rng.normal(0, 0.2, 5_000)
+    Q = rng.uniform(0, 1, size=(2_000, 2))
+    binned = NadarayaWatsonRegressor(bandwidth=0.1, algorithm="binned", binned_tol=1e-2)
+    binned.fit(X, y)
+    monkeypatch.setattr(_binned_convolve, "_MAX_GRID_VALUES", 3 * binned._backend.sums.grid.size)
+    monkeypatch.setattr(_binning, "_NOISE_NODE_PAIRS", 0)  # so many queries, the grid pays
+    exact = NadarayaWatsonRegressor(bandwidth=0.1).fit(X, y)
+    np.testing.assert_allclose(binned.predict(Q, return_std=True)[1],
+                               exact.predict(Q, return_std=True)[1], rtol=1e-12)  # fmt: skip
+
+
 @pytest.mark.parametrize("make", [NadarayaWatsonRegressor, LocalPolynomialRegressor])
 def test_integer_targets_are_numbers(make):
     # Integer targets took the binned grid's float range as an integer (OverflowError).
