@@ -375,3 +375,15 @@ def get_kernel(kernel: str | Kernel) -> Kernel:
     except (KeyError, TypeError):
         valid = ", ".join(repr(name) for name in sorted(KERNELS))
         raise ValueError(f"Unknown kernel={kernel!r}; valid kernels are {valid}.") from None
+
+
+_MOVED = frozenset({"DISCRETE_KERNELS", "LOG_ZERO", "DiscreteKernel", "get_discrete_kernel"})
+
+
+def __getattr__(name: str):
+    """Return the discrete kernels' names, which pickles made before their module name here."""
+    if name in _MOVED:
+        from . import _discrete_kernels
+
+        return getattr(_discrete_kernels, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -62,7 +62,7 @@ from .._kernels import Kernel
 from . import _dense, _span, _tree
 from ._auto import choose_algorithm, neighbour_fraction
 from ._binned import MAX_FEATURES, BinnedSums, grid_step, make_grid, margin_radius
-from ._binned_convolve import check_grid_size, grid_fits
+from ._binned_convolve import GridSizeError, check_grid_size, grid_fits
 from ._binned_local import BinnedLocalFit
 from ._binned_loo import loo_pool as binned_loo_pool
 from ._chunks import Options, budget, single_threaded_blas
@@ -95,6 +95,7 @@ from ._train import TrainSet, prepare_train
 __all__ = [
     "MAX_FEATURES",
     "BinnedLocalFit",
+    "GridSizeError",
     "check_no_span",
     "common_multiples",
     "BinnedSums",

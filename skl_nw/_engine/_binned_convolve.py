@@ -16,7 +16,7 @@ from scipy import ndimage
 
 from .._kernels import Kernel
 
-__all__ = ["check_grid_size", "convolve", "grid_fits", "stencil", "stencil_at"]
+__all__ = ["GridSizeError", "check_grid_size", "convolve", "grid_fits", "stencil", "stencil_at"]
 
 # Direct convolution when the stencil has at most this many nodes: its time grows
 # with the stencil, the FFT's does not, and they cross between 33 and 65 nodes; see
@@ -26,6 +26,10 @@ _DIRECT_MAX_TAPS = 32
 _FFT_BLOCK_VALUES = 1 << 19
 # Largest grid (nodes times value columns, padded) the path allocates: 2 GiB of float64.
 _MAX_GRID_VALUES = 1 << 28
+
+
+class GridSizeError(MemoryError):
+    """A binned grid would pass the path's limit (raised before it is allocated)."""
 
 
 def grid_fits(shape, columns: int) -> bool:
@@ -38,11 +42,11 @@ def _grid_values(shape, columns: int) -> float:
 
 
 def check_grid_size(shape, columns: int) -> None:
-    """Raise a MemoryError naming ``binned_tol`` for a grid over the path's limit."""
+    """Raise a :class:`GridSizeError` naming ``binned_tol`` for a grid over the path's limit."""
     need = _grid_values(shape, columns)
     nodes = " x ".join(f"{float(s):.0f}" for s in shape)
     if not grid_fits(shape, columns):
-        raise MemoryError(
+        raise GridSizeError(
             f"The binned grid would hold {need:.3g} values ({nodes} nodes, {columns} "
             f"column(s)), more than the limit of {_MAX_GRID_VALUES:.3g}: pass a larger "
             "binned_tol or a larger bandwidth, or use an exact algorithm."

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._binned import BinnedSums, Grid
-from ._binned_convolve import convolve, stencil_at
+from ._binned_convolve import GridSizeError, convolve, stencil_at
 from ._loader import compiled
 
 __all__ = ["loo_pool"]
@@ -94,7 +94,10 @@ class _Points:
 def _loo_one(binned: BinnedSums, grid: Grid, counts, points: _Points, factor: float, out):
     """Leave-one-out ratios at one multiple into ``out`` (n, k); return the rows to redo."""
     K = binned.stencil(grid, factor)
-    sums, used_fft = convolve(counts, grid.shape, K)
+    try:
+        sums, used_fft = convolve(counts, grid.shape, K)
+    except GridSizeError:  # a wider stencil pads the transform past the limit: all exact
+        return np.arange(len(out))
     floor = max(binned.floor_for(used_fft, grid), 0.0)
     taps = np.array([stencil_at(K, e) for e in points.offsets])
     below = np.empty(len(out), dtype=bool)

@@ -38,7 +38,7 @@ import scipy.fft
 from scipy.special import comb
 
 from ._binned import _FFT_ROUNDING, Grid
-from ._binned_convolve import _MAX_GRID_VALUES
+from ._binned_convolve import grid_fits
 from ._binned_direct import convolve_sparse, sparse_enough
 from ._loader import compiled
 
@@ -263,8 +263,7 @@ def spectral_fits(shape: tuple[int, ...], T0, columns: int) -> bool:
     (padded by the stencil) per column.
     """
     half = [len(f) // 2 for f in T0] if isinstance(T0, list) else [n // 2 for n in T0.shape]
-    padded = float(np.prod([n + L for n, L in zip(shape, half, strict=True)]))
-    return 4 * padded * columns <= _MAX_GRID_VALUES
+    return grid_fits([n + L for n, L in zip(shape, half, strict=True)], 4 * columns)
 
 
 def node_moments_binning_each(bin_one, G: int, k: int, shape, stencils: list, exps, n_y: int):
@@ -280,7 +279,7 @@ def node_moments_binning_each(bin_one, G: int, k: int, shape, stencils: list, ex
 
 def sums_fit(shape: tuple[int, ...], columns: int) -> bool:
     """Whether the offset sums fit next to the moments (two grids per column)."""
-    return 2.0 * float(np.prod(np.array(shape, dtype=float))) * columns <= _MAX_GRID_VALUES
+    return grid_fits(shape, 2 * columns)
 
 
 def _per_stencil(rows_of, P, G, k, shape, stencils, pairs, n_y):

@@ -1,6 +1,6 @@
 """Compiled per-query mixtures (numba): each query's weights reduced over ``y``-sorted rows.
 
-The twin of the attention-weight path of ``_inference._conditional`` (the
+The twin of the attention-weight path of ``_inference._mixture`` (the
 numpy reference): for a query ``q`` the kernels compute the unnormalised
 weights ``e_j = exp(log w_j + c |q - x_j|^2 - max)`` of the training rows in
 the order of their targets ``y_j`` into one buffer of ``n`` floats, and

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.base import BaseEstimator, clone, is_classifier
 
-from .._engine import check_grid_size, grid_step, make_grid, margin_radius
+from .._engine import GridSizeError, check_grid_size, grid_step, make_grid, margin_radius
 from .._kernels import get_kernel
 from .._smoothers import _binning
 from ._backend import _backend, loo_base
@@ -100,11 +100,11 @@ def _grid_nodes(estimator, X: np.ndarray, bandwidth: np.ndarray, columns: int) -
     kernel = get_kernel(params["kernel"])
     tol = params.get("binned_tol")
     tol = _binning.DEFAULT_TOL if tol is None else tol
-    try:  # the binned path's own grid and its own limit on it (a MemoryError)
+    try:  # the binned path's own grid and its own limit on it
         grid = make_grid(X / bandwidth, grid_step(kernel, tol, X.shape[1]),
                          margin_radius(kernel, tol))  # fmt: skip
         check_grid_size(grid.shape, columns)
-    except MemoryError:
+    except GridSizeError:
         return np.inf
     return float(grid.size)
 

@@ -16,6 +16,7 @@ from .._engine import (
     MAX_FEATURES,
     BinnedLocalFit,
     BinnedSums,
+    GridSizeError,
     LossFn,
     binned_loo_pool,
     grid_fits,
@@ -75,14 +76,15 @@ def training(est, Xs: np.ndarray, w: np.ndarray, values: np.ndarray):
     """Return the binned training side of this fit, or None for the exact path.
 
     "auto" takes the exact path where the grid would pass the binned path's
-    memory limit (checked before any work); "binned" raises that MemoryError.
+    memory limit (checked before the grid is allocated); "binned" raises that
+    :class:`~skl_nw._engine.GridSizeError`, a MemoryError.
     """
     if not wanted(est, Xs):
         return None
     tol = getattr(est, "binned_tol", None)
     try:
         return est._binned_training(Xs, w, values, DEFAULT_TOL if tol is None else tol)
-    except MemoryError:
+    except GridSizeError:
         if est.algorithm == "binned":
             raise
         return None

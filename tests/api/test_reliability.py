@@ -847,6 +847,18 @@ def test_pickles_naming_the_modules_before_the_subpackages_still_load(rng, est, 
     assert_array_equal(getattr(pickle.loads(data), predict)(X), getattr(fitted, predict)(X))
 
 
+def test_pickles_naming_the_discrete_kernels_old_module_still_load(rng):
+    # Categorical fits pickle their discrete kernels by name, through the module that
+    # held them before they had their own (skl_nw._kernels).
+    X = np.column_stack([rng.uniform(0, 1, 200), rng.integers(0, 3, 200)])
+    y = X[:, 0] + (X[:, 1] == 1) + rng.normal(0, 0.1, 200)
+    fitted = NadarayaWatsonRegressor([0.1, 0.2], categorical_features=[1]).fit(X, y)
+    data = pickle.dumps(fitted, protocol=0)
+    assert b"cskl_nw._discrete_kernels\n" in data
+    data = data.replace(b"cskl_nw._discrete_kernels\n", b"cskl_nw._kernels\n")
+    assert_array_equal(pickle.loads(data).predict(X), fitted.predict(X))
+
+
 def test_skops_round_trip_trusting_only_our_and_scientific_types(tmp_path):
     for name, est in _fitted_estimators().items():
         path = tmp_path / f"{name}.skops"

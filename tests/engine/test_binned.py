@@ -184,6 +184,23 @@ def test_leave_one_out_against_the_exact_closed_form(rng, kernel):
     assert np.abs(P - reference).max() <= tol * np.ptp(y)
 
 
+def test_leave_one_out_past_the_grid_limit_is_exact(rng, monkeypatch):
+    # A multiple in [1, 2) convolves the fitted grid with a stencil up to twice as wide:
+    # a compact kernel's transform, padded by it, can pass the limit the fit met (it
+    # raised the grid's MemoryError in the search); those multiples are computed exactly.
+    from skl_nw._engine import _binned_convolve
+
+    X = rng.uniform(size=(3_000, 2))
+    y = np.sin(6 * X[:, 0]) + rng.normal(0, 0.2, 3_000)
+    params = {"bandwidth": 0.05, "kernel": "epanechnikov"}
+    binned = NadarayaWatsonRegressor(algorithm="binned", binned_tol=1e-2, **params).fit(X, y)
+    exact = NadarayaWatsonRegressor(algorithm="brute", **params).fit(X, y)
+    nodes = binned._backend.sums.grid.size
+    monkeypatch.setattr(_binned_convolve, "_MAX_GRID_VALUES", 2 * nodes)  # no padding fits
+    P = binned._leave_one_out().predictions([1.0, 1.9])
+    np.testing.assert_allclose(P, exact._leave_one_out().predictions([1.0, 1.9]), rtol=1e-10)
+
+
 def test_leave_one_out_drops_the_point_itself(rng):
     # An isolated point (compact kernel): its leave-one-out prediction is its
     # nearest other point's target, as on the exact path.
