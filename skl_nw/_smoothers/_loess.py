@@ -21,6 +21,10 @@ SPAN_CONSTRAINTS = {"span": [Interval(Real, 0, None, closed="neither"), None]}
 ROBUST_CONSTRAINTS = {"robust_iterations": [Interval(Integral, 0, None, closed="left")]}
 # Robustness weights are B(e / (_MAD_MULTIPLE * median |e|)), Cleveland's 6.
 _MAD_MULTIPLE = 6.0
+# median |e| at most this share of mean |y| is rounding (an exact fit), and stops the
+# iterations as 0 does: R's lowess stops at 1e-7 (clowess); rounding of the fits is
+# ~1e-16 to 1e-13 of |y|, and data noise below 1e-10 of |y| is below a float's digits.
+_ROUNDING_MAD = 1e-10
 # span * n within this relative distance below an integer counts as that integer
 # (0.29 * 100 = 28.999999999999996 is 29 rows, as statsmodels' frac * n + 1e-10 rounds).
 _COUNT_RTOL = 1e-10
@@ -49,8 +53,16 @@ def bisquare(u: np.ndarray) -> np.ndarray:
     return np.where(inside, np.square(1.0 - np.square(np.where(inside, u, 0.0))), 0.0)
 
 
-def _check(est, Y: np.ndarray) -> None:
+def _check(est, Xs: np.ndarray, Y: np.ndarray) -> None:
     """Raise the errors of span and robustness, before any work."""
+    cats = getattr(est, "_categories", None)
+    continuous = Xs.shape[1] if cats is None else int((~cats.mask).sum())
+    if getattr(est, "span", None) is not None and continuous == 0:
+        raise ValueError(
+            "span needs a continuous feature (its radii are distances in them); this X has "
+            "categorical features only. Use span=None, which smooths the categories by "
+            "their own bandwidths."
+        )
     if getattr(est, "robust_iterations", 0) and Y.shape[1] > 1:
         raise ValueError(
             "robust_iterations > 0 takes a 1-D y (one robustness weight per row); got y "
@@ -79,10 +91,12 @@ def build(est, X, Xs: np.ndarray, w: np.ndarray, values: np.ndarray, groups=None
     their median absolute value (over the rows of positive weight; rows,
     not weights, as LOESS).  The rows that count towards the span stay those
     of positive ``w``: a robustness weight of 0 removes a row from the fits,
-    not from the neighbour count.  ``s = 0`` (half the rows fitted exactly)
-    stops the iterations: the weights of the last fit stay.
+    not from the neighbour count.  ``s`` at rounding level (at most
+    ``1e-10`` of the mean ``|y|``: half the rows fitted exactly) stops the
+    iterations: the weights of the last fit stay.  A row without a fit
+    (``fallback="nan"``) keeps its weight, and its residual does not count.
     """
-    _check(est, values)
+    _check(est, Xs, values)
     est._build(Xs, w, values, groups)
     _apply_span(est, w)
     iterations = getattr(est, "robust_iterations", None)
@@ -90,13 +104,15 @@ def build(est, X, Xs: np.ndarray, w: np.ndarray, values: np.ndarray, groups=None
         return
     delta = np.ones(len(values))
     rows = w > 0
+    flat = _ROUNDING_MAD * float(np.mean(np.abs(values[rows, 0]))) if rows.any() else 0.0
     for _ in range(iterations):
         e = values[:, 0] - np.reshape(est.predict(X), len(values))
-        s = float(np.median(np.abs(e[rows])))
-        if not s > 0:
+        fitted = np.isfinite(e)
+        s = float(np.median(np.abs(e[rows & fitted]))) if (rows & fitted).any() else 0.0
+        if not s > flat:
             break
-        with np.errstate(over="ignore"):
-            delta = bisquare(e / s / _MAD_MULTIPLE)
+        with np.errstate(over="ignore", invalid="ignore"):
+            delta = np.where(fitted, bisquare(e / s / _MAD_MULTIPLE), delta)
         est._build(Xs, w * delta, values, groups)
         _apply_span(est, w)
     est.robust_weights_ = delta

@@ -99,7 +99,8 @@ default="scott"
         Cleveland's robustness iterations: each refits with the sample weights
         times the bisquare weights ``B(e_i / (6 median |e|))`` of the residuals
         at the training rows (statsmodels' ``lowess(it=...)``; R's
-        ``family="symmetric"`` is 3).  Stops early when ``median |e| = 0``.
+        ``family="symmetric"`` is 3).  Stops early when ``median |e|`` is 0 or
+        rounding (at most ``1e-10`` of the mean ``|y|``).
         One-dimensional ``y`` only.
 
     categorical_features : "from_dtype", array-like of bool, int or str, or None, \

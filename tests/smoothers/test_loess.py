@@ -104,6 +104,51 @@ def test_zero_median_residual_stops_the_iterations(rng):
     assert_allclose(reg.predict(x), plain.predict(x))
 
 
+@pytest.mark.parametrize("offset", [1.7, 1e6])
+def test_residuals_at_rounding_level_stop_the_iterations(offset):
+    # An exact line: the residuals of the first fit are rounding (~1e-15 of |y|), not 0.
+    # Their median gave bisquare weights of noise, 6 of 30 of them 0, and fits 0.15 off
+    # the line; R's loess and statsmodels' lowess reproduce the line.
+    x = np.linspace(0, 10, 30) ** 1.5 / 10**0.5  # uneven, no ties
+    y = 0.3 * x + offset
+    reg = LocalPolynomialRegressor(1.0, kernel="tricube", span=0.2, robust_iterations=3)
+    reg.fit(x[:, None], y)
+    assert_allclose(reg.robust_weights_, 1.0)
+    assert_allclose(reg.predict(x[:, None]), y, rtol=1e-12)
+    flat = NadarayaWatsonRegressor(1.0, kernel="tricube", span=0.2, robust_iterations=3)
+    assert_allclose(flat.fit(x[:, None], np.full(30, offset)).robust_weights_, 1.0)
+
+
+def test_rows_without_a_fit_keep_the_iterations_going(rng):
+    # fallback="nan" leaves rows in an empty neighbourhood without a fit: their NaN
+    # residuals made the median NaN, which ended the iterations after the first.  They
+    # keep their last weight; the others take the bisquare of the finite residuals.
+    x = np.sort(rng.uniform(0, 10, 100))
+    y = np.sin(x) + 0.1 * rng.normal(size=100)
+    y[40:47] += 20
+    y[::13] += 8
+    params = {"bandwidth": 1.0, "kernel": "tricube", "span": 0.05, "fallback": "nan"}
+    first = LocalPolynomialRegressor(**params, robust_iterations=1).fit(x[:, None], y)
+    e = y - first.predict(x[:, None])
+    fitted = np.isfinite(e)
+    assert not fitted.all()
+    u = e[fitted] / (6 * np.median(np.abs(e[fitted])))
+    want = first.robust_weights_.copy()  # what the rows without a fit keep
+    want[fitted] = np.where(np.abs(u) < 1, (1 - u**2) ** 2, 0.0)
+    second = LocalPolynomialRegressor(**params, robust_iterations=2).fit(x[:, None], y)
+    assert_allclose(second.robust_weights_, want, atol=1e-12)
+
+
+@pytest.mark.parametrize("make", [NadarayaWatsonRegressor, LocalPolynomialRegressor,
+                                  ParzenClassifier])  # fmt: skip
+def test_span_with_categorical_features_only_is_refused(rng, make):
+    X = rng.integers(0, 3, size=(50, 1)).astype(float)
+    y = (X[:, 0] > 0).astype(int)
+    est = make(np.array([0.3]), kernel="tricube", span=0.5, categorical_features=[0])
+    with pytest.raises(ValueError, match="span needs a continuous feature"):
+        est.fit(X, y)
+
+
 # ------------------------------------------------------------------ dense oracle
 @pytest.mark.parametrize("kernel", ["tricube", "epanechnikov", "gaussian", "triweight"])
 @pytest.mark.parametrize("algorithm", TREES)
