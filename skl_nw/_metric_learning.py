@@ -19,7 +19,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ._categorical import _is_categorical_dtype, _pandas_dtypes
-from ._engine import Options, metric_loss_grad
+from ._engine import Options, metric_loss_grad, power_of_two
 from ._kernels import KERNELS, get_kernel
 from ._search._rows import _collapse
 from ._smoothers._base import rule_of_thumb
@@ -78,7 +78,10 @@ class MLKR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         L-BFGS iterations (full batch) or passes over the training rows
         (minibatches).
     tol : float, default=1e-5
-        L-BFGS: the tolerance of :func:`scipy.optimize.minimize`.
+        L-BFGS: the tolerance of :func:`scipy.optimize.minimize`, on the
+        loss and gradient in units where ``X`` and ``y`` have a root mean
+        square spread of 1 (the fit is the same, ``W / c`` for ``X * c``,
+        whatever their units).
         Minibatches: the smallest relative improvement of the held-out loss
         that counts.
     batch_size : int or "auto", default="auto"
@@ -243,18 +246,28 @@ class MLKR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             raise ValueError(f"n_components={r} must be at most n_features={X.shape[1]}.")
         rng = check_random_state(self.random_state)
         options = Options(n_jobs=self.n_jobs)
-        X_c = X - X.mean(axis=0)  # distances are translation invariant; centring keeps them exact
+        # The search runs in units of X and y of spread 1 (translations change nothing):
+        # its steps and tolerances are then the same whatever their units, and the squares
+        # of neither overflow.  It learns V = W x_unit; its losses are in y_unit^2.
+        X_s, x_unit = _unit_spread(X, w)
+        Y_s, y_unit = _unit_spread(Y, w)
 
-        def loss_grad(W, rows=None, keys=None, grad=True):
+        def loss_grad(V, rows=None, keys=None, grad=True):
             keys = log_w if keys is None else keys
-            return metric_loss_grad(X_c, W, Y, kernel, log_w=keys, rows=rows, grad=grad,
+            return metric_loss_grad(X_s, V, Y_s, kernel, log_w=keys, rows=rows, grad=grad,
                                     row_log_w=log_w, options=options)  # fmt: skip
 
-        W0 = self._initial(X, y, w, r, rng, loss_grad)
+        def loss_grad_of_w(W, **kwargs):  # what init="auto" scores its scales with
+            return loss_grad(W * x_unit, **kwargs)
+
+        W0 = self._initial(X, y, w, r, rng, loss_grad_of_w)
+        V0 = W0 * x_unit
         full = self.batch_size == "auto" and len(X) <= _FULL_BATCH_MAX_ROWS
         full = full or (self.batch_size != "auto" and self.batch_size >= len(X))
         fit = _lbfgs if full else _adam
-        self.components_, self.n_iter_, self.loss_curve_ = fit(self, W0, loss_grad, log_w, rng)
+        V, self.n_iter_, curve = fit(self, V0, loss_grad, log_w, rng)
+        self.components_ = W0 if V is V0 else V / x_unit  # the start kept: to the bit
+        self.loss_curve_ = [loss * y_unit**2 for loss in curve]
         self.best_loss_ = min(self.loss_curve_)
         return self
 
@@ -324,6 +337,20 @@ class MLKR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.target_tags.required = True
         return tags
+
+
+def _unit_spread(A: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, float]:
+    """Return ``(A - mean) / unit`` and ``unit``, the root mean square of the centred rows.
+
+    Scaled by a power of two first, so that no square overflows or underflows;
+    ``unit`` 1 for a constant ``A``.
+    """
+    live = w > 0
+    A = A - A[live].mean(axis=0)
+    big = float(power_of_two(np.abs(A[live]).max()))
+    unit = big * float(np.sqrt(np.mean(np.square(A[live] / big))))
+    unit = unit if unit > 0 else 1.0
+    return A / unit, unit
 
 
 def _refuse_categorical(X) -> None:

@@ -167,6 +167,24 @@ def test_loss_never_ends_above_its_start(init, batch_size):
         assert mlkr.best_loss_ == min(mlkr.loss_curve_) <= mlkr.loss_curve_[0]
 
 
+@pytest.mark.parametrize("batch_size", ["auto", 64])
+def test_equivariant_in_the_units_of_x_and_y(batch_size):
+    # The search runs in units of spread 1: with X in thousandths, y in thousandths or at
+    # 1e100 (its squares overflow), X at 1e150, it stopped at its start, crashed or
+    # learnt nothing; the metric is now the same, W / c for X * c, to the optimiser's
+    # rounding (powers of two: to the bit).
+    X, y = hidden_directions(240, d=4, seed=2)
+    params = {"n_components": 2, "batch_size": batch_size, "max_iter": 30, "random_state": 0}
+    base = MLKR(**params).fit(X, y)
+    assert base.best_loss_ < 0.95 * base.loss_curve_[0]  # it learns
+    for cx, cy in [(1e-3, 1.0), (1.0, 1e-3), (1e150, 1.0), (1.0, 1e100), (2.0**-20, 2.0**30)]:
+        mlkr = MLKR(**params).fit(X * cx, y * cy)
+        rtol = 0 if np.log2(cx * cy) % 1 == 0 else 1e-7
+        np.testing.assert_allclose(mlkr.components_ * cx, base.components_, rtol=rtol)
+        np.testing.assert_allclose(np.array(mlkr.loss_curve_) / cy**2, base.loss_curve_,
+                                   rtol=max(rtol, 1e-12))  # fmt: skip
+
+
 def test_learned_metric_beats_per_feature_bandwidths_on_hidden_directions():
     X, y = hidden_directions(900, d=8)
     X_train, y_train, X_test, y_test = X[:600], y[:600], X[600:], y[600:]
