@@ -37,8 +37,8 @@ __all__ = [
 # Halley steps stop once a step is below this many h_y: the next error is then of
 # the order of its cube (below 1e-15 h_y), within the 1e-11 h_y asked.
 _HALLEY_DONE = 1e-5
-# The root search leaves out rows more than this many bandwidths above t: their
-# terms are below Phi(-9) = 1.1e-19 of their weight.
+# The root search at levels from TAIL up leaves out rows more than this many
+# bandwidths above t: their terms are below Phi(-9) = 1.1e-19 of their weight.
 _ROOT_REACH = 9.0
 # A row's weights summed to below this (e^-600) are redone with the row's own
 # largest log weight as the shift (see _row_weights).
@@ -347,19 +347,39 @@ def mixture_values(Q, XT, log_w, slope, ys, cells, paired, T, inv_h, pdf, out): 
 
 
 @numba.njit(inline="always", fastmath=_FAST, error_model="numpy")
+def _log_halley(F, f, minus_curvature, target):  # pragma: no cover - compiled
+    """Newton's step and Halley's divisor on ``log F(t) = log target``: far tails.
+
+    ``F`` falls by hundreds of decades there, where its logarithm is near
+    linear: steps on ``F`` itself move by about ``h / |u|`` each (a root 20
+    bandwidths out took more than the hundred steps allowed).
+    """
+    slope = f / F  # d log F / dt
+    step = (np.log(F) - np.log(target)) / slope
+    bend = (-minus_curvature / F - slope * slope) / slope  # (log F)'' / (log F)'
+    return step, 1.0 - 0.5 * step * bend
+
+
+@numba.njit(inline="always", fastmath=_FAST, error_model="numpy")
 def _root(target, t, lo, hi, e, P, ys, cells, M, span, inv_h, rtol, rows):  # pragma: no cover
     """Safeguarded Halley steps on ``F(t) = target`` from ``t`` in ``F(lo) < target <= F(hi)``."""
     h = 1.0 / inv_h
+    # Levels below TAIL (row by row) reach every row: Phi(-9) of a row's weight would
+    # pass the level itself below about 1e-16 (the root of 1e-30 was 0.24 h_y off).
+    reach = ZERO_BELOW if rows else _ROOT_REACH
     for _ in range(_MAX_STEPS):
-        F, f, g = _mixture(t, e, P, ys, cells, M, span, inv_h, _ROOT_REACH, rows)
+        F, f, g = _mixture(t, e, P, ys, cells, M, span, inv_h, reach, rows)
         r = F - target
         if r < 0.0:
             lo = t
         else:
             hi = t
         f *= inv_h  # dF/dt; d2F/dt2 = -g inv_h^2
-        step = r / f if f > 0.0 else np.inf
-        halley = 1.0 + 0.5 * step * g * inv_h * inv_h / f if f > 0.0 else 0.0
+        if rows and F > 0.0 and f > 0.0 and target > 0.0:
+            step, halley = _log_halley(F, f, g * inv_h * inv_h, target)
+        else:
+            step = r / f if f > 0.0 else np.inf
+            halley = 1.0 + 0.5 * step * g * inv_h * inv_h / f if f > 0.0 else 0.0
         if halley > 0.5:
             step /= halley
         new = t - step

@@ -15,6 +15,7 @@ import numpy as np
 from .._kernels import Kernel
 from ._chunks import Options, budget, map_chunks
 from ._loader import compiled
+from ._sums import power_of_two
 from ._train import TrainSet
 
 __all__ = ["SortedMixture", "sorted_mixture", "taylor_cells"]
@@ -63,16 +64,24 @@ class SortedMixture:
         self.XT = np.ascontiguousarray(train.X[stored].T)
         self.log_w = np.ascontiguousarray(train.log_w[stored])
         self.ys = np.ascontiguousarray(y[order], dtype=np.float64)
+        # The kernels take the targets in units of a power of two near max |y| (exact):
+        # 1 / h_y in them squares without overflow (h_y = 1e-161 of y overflowed).
+        self.unit = float(power_of_two(np.abs(self.ys).max(initial=0.0)))
+        self.scaled = self.ys / self.unit
         self.slope = float(kernel.log_slope)
         # G(u) = Phi(u sqrt(-2 c)) for log K(s) = c s: h_y in the units of Phi.
         self.y_unit = float(np.sqrt(-2.0 * y_kernel.log_slope))
         self._cells = (None, None)
 
+    def _inv_h(self, h: float) -> float:
+        """``1 / h_y`` in the units of ``Phi`` and of the scaled targets."""
+        return self.y_unit * self.unit / h
+
     def cells(self, inv_h: float) -> tuple:
-        """Return :func:`taylor_cells` of the targets at ``inv_h`` (kept for the next call)."""
+        """Return :func:`taylor_cells` of the scaled targets at ``inv_h`` (kept for the next)."""
         kept_inv_h, cells = self._cells
         if kept_inv_h != inv_h:
-            cells = taylor_cells(self.ys, inv_h)
+            cells = taylor_cells(self.scaled, inv_h)
             self._cells = (inv_h, cells)
         return cells
 
@@ -87,13 +96,13 @@ class SortedMixture:
     def empirical_quantiles(self, Q: np.ndarray, taus: np.ndarray, options: Options):
         """Return ``quantile(y, taus, weights=alpha(q), method="inverted_cdf")`` per query."""
         kernels, taus = compiled(), np.ascontiguousarray(taus, dtype=np.float64)
-        return self._map(Q, len(taus), lambda _, Qc, out: kernels.empirical_quantiles(
-            Qc, self.XT, self.log_w, self.slope, self.ys, taus, out), options)  # fmt: skip
+        return self.unit * self._map(Q, len(taus), lambda _, Qc, out: kernels.empirical_quantiles(
+            Qc, self.XT, self.log_w, self.slope, self.scaled, taus, out), options)  # fmt: skip
 
     def values(self, Q: np.ndarray, T: np.ndarray, h: float, pdf: bool, options: Options):
         """``F(t | q)`` (``pdf``: ``f(t | q)``) at ``T`` (k,) shared or (m, k) per query."""
-        kernels, inv_h = compiled(), self.y_unit / h
-        T2 = np.ascontiguousarray(np.atleast_2d(T), dtype=np.float64)
+        kernels, inv_h = compiled(), self._inv_h(h)
+        T2 = np.ascontiguousarray(np.atleast_2d(T) / self.unit, dtype=np.float64)
         shared = T.ndim == 1
         from ._compiled_paired import paired_table  # numba is there: kernels is not None
 
@@ -101,11 +110,13 @@ class SortedMixture:
 
         def run(chunk, Qc, out):
             rows = T2 if shared else T2[chunk]
-            kernels.mixture_values(Qc, self.XT, self.log_w, self.slope, self.ys, cells, paired,
-                                   rows, inv_h, pdf, out)  # fmt: skip
+            kernels.mixture_values(Qc, self.XT, self.log_w, self.slope, self.scaled, cells,
+                                   paired, rows, inv_h, pdf, out)  # fmt: skip
 
         out = self._map(Q, T2.shape[1], run, options)
-        return out if pdf or T2.shape[1] == 1 else _monotone(out, T2)
+        if pdf:
+            return out / self.unit  # a density per scaled unit
+        return out if T2.shape[1] == 1 else _monotone(out, T2)
 
     def loo_empirical_crps(self, options: Options) -> np.ndarray:
         """Leave-one-out CRPS of each training row's weighted empirical law (caller order): (n,).
@@ -119,22 +130,22 @@ class SortedMixture:
         rows = max(1, min(_CHUNK_QUERIES, -(-n // max(workers, 1))))
 
         def run(chunk, _):
-            kernels.loo_empirical_crps(self.XT, self.log_w, self.slope, self.ys,
+            kernels.loo_empirical_crps(self.XT, self.log_w, self.slope, self.scaled,
                                        self.position[chunk], out[chunk])  # fmt: skip
 
         map_chunks(run, None, self.train, rows, workers)  # chunks of 0..n-1
-        return out
+        return out * self.unit
 
     def smoothed_quantiles(self, Q: np.ndarray, taus: np.ndarray, h: float, reach: float,
                            rtol: float, options: Options):  # fmt: skip
         """Roots of ``F(t | q) = tau`` per query (``taus`` ascending), to ``rtol h``."""
         kernels, taus = compiled(), np.ascontiguousarray(taus, dtype=np.float64)
-        inv_h = self.y_unit / h
+        inv_h = self._inv_h(h)
         reach_units = reach * self.y_unit
         cells = self.cells(inv_h)
-        return self._map(Q, len(taus), lambda _, Qc, out: kernels.smoothed_quantiles(
-            Qc, self.XT, self.log_w, self.slope, self.ys, cells, taus, inv_h, reach_units, rtol,
-            out), options)  # fmt: skip
+        return self.unit * self._map(Q, len(taus), lambda _, Qc, out: kernels.smoothed_quantiles(
+            Qc, self.XT, self.log_w, self.slope, self.scaled, cells, taus, inv_h, reach_units,
+            rtol, out), options)  # fmt: skip
 
 
 def taylor_cells(ys: np.ndarray, inv_h: float):

@@ -31,6 +31,8 @@ QUANTILE_RTOL = 1e-11
 _MAX_ITER = 200
 # Newton steps on the cubic Hermite interpolant of F in the grid cell of each root.
 _HERMITE_STEPS = 4
+# Levels below this take Newton steps on log F (as the compiled roots below their TAIL).
+_LOG_NEWTON_BELOW = 1e-3
 # Weights sorted and cumulated per block of rows: this many (16 MiB).
 _BLOCK_ELEMENTS = 2**21
 
@@ -224,6 +226,10 @@ class Weights:
             lo, hi = np.where(below, T, lo), np.where(below, hi, T)
             with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # f ~ 0: bisects
                 step = (F - taus) / f
+                # Far tails (F falls by hundreds of decades, a Newton step on it moves
+                # about h / |u|): Newton on log F, near linear there.
+                log_step = (np.log(F) - np.log(taus)) * F / f
+            step = np.where((taus < _LOG_NEWTON_BELOW) & (F > 0) & (f > 0), log_step, step)
             small = np.abs(step) <= tol  # converged: a step within rounding of T
             new = T - step
             bad = ~small & ~((new > lo) & (new < hi))

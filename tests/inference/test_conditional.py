@@ -363,3 +363,58 @@ def test_loo_empirical_crps_kernel_equals_dense_rows(bandwidth):
     expected = crps_rows(est._loo_attention(np.arange(len(y))), y, y, 0.0)
     np.testing.assert_allclose(fused.loo_empirical_crps(est._options()), expected, rtol=1e-12,
                                atol=1e-14)  # fmt: skip
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_far_tail_quantiles_against_the_dense_mixture(fused, monkeypatch):
+    # Levels down to 1e-300: the roots of the mixture written out (scipy's ndtr).  The
+    # compiled roots left out rows 9 bandwidths above t (below 1e-16 the level itself)
+    # and stepped on F, which falls by hundreds of decades there: 1e-100 stopped at
+    # F = 1.5e-91.  The numpy path of the attention weights, for comparison.
+    from skl_nw import _engine
+
+    if not fused:
+        monkeypatch.setattr(_engine, "sorted_mixture", lambda *args: None)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(50, 1))
+    y = X[:, 0] + 0.3 * rng.normal(size=50)
+    reg = NadarayaWatsonRegressor(0.5, y_bandwidth=0.2).fit(X, y)
+    Xq = np.array([[0.0], [1.5]])
+    taus = np.array([1e-300, 1e-100, 1e-30, 1e-18, 1e-5])
+    Q = reg.predict_quantiles(Xq, taus)
+    alpha = np.exp(-0.5 * ((Xq - X.T) / 0.5) ** 2)
+    alpha /= alpha.sum(axis=1, keepdims=True)
+    F = np.einsum("mj,mkj->mk", alpha, ndtr((Q[:, :, None] - y) / 0.2))
+    np.testing.assert_allclose(F, np.tile(taus, (2, 1)), rtol=1e-9)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_conditional_laws_in_tiny_and_huge_units_of_y(fused, monkeypatch):
+    # y and h_y times c: quantiles and the CDF's points times c, densities over c.  The
+    # compiled kernels squared 1 / h_y, which overflowed from h_y ~ 1e-154 (the 0.99
+    # quantile of y * 1e-160 came out 0.4 h_y off); they now take y in a power of two.
+    from skl_nw import _engine
+
+    if not fused:
+        monkeypatch.setattr(_engine, "sorted_mixture", lambda *args: None)
+    X, y, rng = _data(60)
+    Xq, T = rng.uniform(-2, 2, size=(5, 2)), np.linspace(-2, 2, 7)
+    base = {}
+    for c in (1.0, 1e-160, 1e160):
+        for hy in (0.0, 0.25):
+            reg = NadarayaWatsonRegressor(0.5, y_bandwidth=hy * c).fit(X, y * c)
+            q = reg.predict_quantiles(Xq, TAUS) / c
+            got = (
+                {"q": q}
+                if hy == 0
+                else {
+                    "q": q,
+                    "cdf": reg.predict_cdf(Xq, T * c),
+                    "pdf": reg.predict_pdf(Xq, T * c) * c,
+                }
+            )
+            for key, value in got.items():
+                if c == 1.0:
+                    base[hy, key] = value
+                else:
+                    np.testing.assert_allclose(value, base[hy, key], rtol=1e-12, atol=1e-14)
