@@ -21,7 +21,7 @@ SPAN_CONSTRAINTS = {"span": [Interval(Real, 0, None, closed="neither"), None]}
 ROBUST_CONSTRAINTS = {"robust_iterations": [Interval(Integral, 0, None, closed="left")]}
 # Robustness weights are B(e / (_MAD_MULTIPLE * median |e|)), Cleveland's 6.
 _MAD_MULTIPLE = 6.0
-# median |e| at most this share of mean |y| is rounding (an exact fit), and stops the
+# median |e| at most this share of max |y| is rounding (an exact fit), and stops the
 # iterations as 0 does: R's lowess stops at 1e-7 (clowess); rounding of the fits is
 # ~1e-16 to 1e-13 of |y|, and data noise below 1e-10 of |y| is below a float's digits.
 _ROUNDING_MAD = 1e-10
@@ -92,7 +92,7 @@ def build(est, X, Xs: np.ndarray, w: np.ndarray, values: np.ndarray, groups=None
     not weights, as LOESS).  The rows that count towards the span stay those
     of positive ``w``: a robustness weight of 0 removes a row from the fits,
     not from the neighbour count.  ``s`` at rounding level (at most
-    ``1e-10`` of the mean ``|y|``: half the rows fitted exactly) stops the
+    ``1e-10`` of the largest ``|y|``: half the rows fitted exactly) stops the
     iterations: the weights of the last fit stay.  A row without a fit
     (``fallback="nan"``) keeps its weight, and its residual does not count.
     """
@@ -104,7 +104,7 @@ def build(est, X, Xs: np.ndarray, w: np.ndarray, values: np.ndarray, groups=None
         return
     delta = np.ones(len(values))
     rows = w > 0
-    flat = _ROUNDING_MAD * float(np.mean(np.abs(values[rows, 0]))) if rows.any() else 0.0
+    flat = _ROUNDING_MAD * float(np.abs(values[rows, 0]).max(initial=0.0))
     for _ in range(iterations):
         e = values[:, 0] - np.reshape(est.predict(X), len(values))
         fitted = np.isfinite(e)

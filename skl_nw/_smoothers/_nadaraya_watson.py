@@ -100,7 +100,7 @@ default="scott"
         times the bisquare weights ``B(e_i / (6 median |e|))`` of the residuals
         at the training rows (statsmodels' ``lowess(it=...)``; R's
         ``family="symmetric"`` is 3).  Stops early when ``median |e|`` is 0 or
-        rounding (at most ``1e-10`` of the mean ``|y|``).
+        rounding (at most ``1e-10`` of the largest ``|y|``).
         One-dimensional ``y`` only.
 
     categorical_features : "from_dtype", array-like of bool, int or str, or None, \
