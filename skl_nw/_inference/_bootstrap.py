@@ -16,8 +16,10 @@ Hall 1992 and nprobust's sup-t bands, Calonico, Cattaneo & Farrell 2019):
 * the standard error is the residual sandwich ``se(q)^2 = sum_i l_i(q)^2 e~_i^2``
   (robust to heteroscedasticity);
 * ``y*_i = m_hat(x_i) + v_i e~_i``, the bandwidth held fixed: the bootstrap
-  fit deviates from its mean by ``sum_i l_i v_i e~_i``, and its own
-  residuals give ``se*``; the interval is ``m_hat -+ c se`` with ``c`` the
+  fit deviates from its mean by ``sum_i l_i v_i e~_i``, and ``se*`` is the
+  sandwich of the residuals of its noise, ``(I - H) e*`` over ``sqrt(c)``
+  (those of ``y*`` add ``(I - H) m_hat``, the same in every sample: the
+  smoother's bias on ``m_hat``, not noise); the interval is ``m_hat -+ c se`` with ``c`` the
   ``1 - alpha`` quantile of ``|T*| = |m_hat* - E* m_hat*| / se*`` (pointwise)
   or of ``max_q |T*(q)|`` (a simultaneous band).
 
@@ -158,5 +160,9 @@ def squared_weight_sums(weights: Weights, Q: np.ndarray, w: np.ndarray) -> np.nd
 
 
 def t_quantile(alpha: float, df: np.ndarray) -> np.ndarray:
-    """``t_{1 - alpha / 2}`` of Student's law with ``df`` degrees of freedom."""
-    return student_t.ppf(1.0 - alpha / 2.0, df)
+    """``t_{1 - alpha / 2}`` of Student's law with ``df`` degrees of freedom.
+
+    From the upper tail (``isf``): ``1 - alpha / 2`` rounds to 1 below ``alpha``
+    of about 2e-16, where ``ppf`` gave an infinite interval.
+    """
+    return student_t.isf(alpha / 2.0, df)

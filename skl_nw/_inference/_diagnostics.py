@@ -53,7 +53,8 @@ class SmootherSummary:
     aicc : float
         Hurvich, Simonoff & Tsai (1998):
         ``log sigma2 + (1 + tr(H) / n) / (1 - (tr(H) + 2) / n)``
-        (+inf where ``tr(H) >= n - 2`` or ``sigma2 = 0``).
+        (+inf where ``tr(H) >= n - 2`` or ``sigma2 = 0``); with several
+        targets, the mean of each one's (``log sigma2`` of each target).
     gcv : float
         Generalised cross-validation, ``sigma2 / (1 - tr(H) / n)^2``
         (+inf where ``tr(H) >= n``).
@@ -121,7 +122,7 @@ def summarize(estimator) -> SmootherSummary:
     fitted, loo_pred = fits[0], loo.predictions(np.ones(1), n_jobs=estimator.n_jobs)[0]
     n = float(w.sum())
     trace = float(hat[0].sum())
-    sigma2 = float(w @ ((Y - fitted) ** 2).mean(axis=1) / n)
+    per_output = w @ (Y - fitted) ** 2 / n  # sigma^2 of each output
     return SmootherSummary(
         estimator=type(estimator).__name__,
         n_samples=len(Y),
@@ -131,11 +132,11 @@ def summarize(estimator) -> SmootherSummary:
         degree=int(getattr(estimator, "degree", 0)),
         trace=trace,
         residual_df=n - trace,
-        sigma2=sigma2,
+        sigma2=float(per_output.mean()),
         r2=_r2(Y, fitted, w),
         loo_mse=float(w @ ((Y - loo_pred) ** 2).mean(axis=1) / n),
-        aicc=float(aicc(np.array(sigma2), np.array(trace), n)),
-        gcv=float(gcv(np.array(sigma2), np.array(trace), n)),
+        aicc=float(aicc(per_output, np.array(trace), n).mean()),
+        gcv=float(gcv(per_output.mean(), np.array(trace), n)),
     )
 
 

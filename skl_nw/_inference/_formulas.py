@@ -262,12 +262,14 @@ def criterion_parts(
         Targets.
     w : ndarray of shape (n,)
         Frequency weights: ``n = sum w`` and ``sigma^2`` the weighted mean
-        squared residual (averaged over the k outputs).
+        squared residual of each output.
 
     Returns
     -------
-    sigma2, trace : ndarray of shape (F,)
-        Residual variance (NaN for a candidate with a NaN fit) and trace.
+    sigma2 : ndarray of shape (F, k)
+        Residual variance per output (NaN for a candidate with a NaN fit).
+    trace : ndarray of shape (F,)
+        Trace of the smoother.
     n : float
         The number of observations.
     """
@@ -277,17 +279,22 @@ def criterion_parts(
     # exact arithmetic, and its sigma^2 must not depend on the order of the sums.
     rounding = ROUNDING_ULPS * np.finfo(float).eps * np.abs(Y).max(axis=0, initial=0.0)
     residual = np.where(np.abs(residual) <= rounding, 0.0, residual)
-    residual = (residual**2).mean(axis=2)  # (F, n)
-    return residual @ w / n, hat.sum(axis=1), n
+    return np.einsum("fnk,n->fk", residual**2, w) / n, hat.sum(axis=1), n
 
 
 def negated_criterion(sigma2: np.ndarray, trace: np.ndarray, n: float, criterion: str):
     """Return ``-criterion`` per candidate (higher is better), from :func:`criterion_parts`.
 
-    ``criterion`` is "aicc" or "gcv"; ``-inf`` for a candidate with a NaN fit.
+    ``criterion`` is "aicc" or "gcv", averaged over the outputs: AICc's
+    ``log sigma^2`` per output (its choice then does not depend on their
+    units), GCV of their mean ``sigma^2``; ``-inf`` for a candidate with a
+    NaN fit.
     """
-    value = (aicc if criterion == "aicc" else gcv)(sigma2, trace, n)
-    return np.where(np.isnan(sigma2), -np.inf, -value)
+    if criterion == "aicc":
+        value = aicc(sigma2, trace[:, None], n).mean(axis=1)
+    else:
+        value = gcv(sigma2.mean(axis=1), trace, n)
+    return np.where(np.isnan(sigma2).any(axis=1), -np.inf, -value)
 
 
 def infinite_criterion(sigma2: np.ndarray, trace: np.ndarray, n: float, criterion: str) -> str:
@@ -307,14 +314,14 @@ def infinite_criterion(sigma2: np.ndarray, trace: np.ndarray, n: float, criterio
             f"{np.nanmin(trace):.4g}: too few observations for the smoother's degrees "
             "of freedom)"
         )
-    exact = sigma2 == 0
+    exact = (sigma2 == 0).any(axis=1)
     if criterion == "aicc" and exact.any():
         reasons.append(
             f"the residual variance is 0 for {int(exact.sum())} of {len(sigma2)} candidates "
             "(every point fitted exactly, as with a constant y: log(0) = -inf is no score)"
         )
     if np.isnan(sigma2).any():
-        reasons.append(f"{int(np.isnan(sigma2).sum())} candidates have a NaN fit")
+        reasons.append(f"{int(np.isnan(sigma2).any(axis=1).sum())} candidates have a NaN fit")
     return (
         f"criterion={criterion!r} is infinite for every candidate bandwidth: "
         + "; ".join(reasons)

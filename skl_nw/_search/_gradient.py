@@ -99,12 +99,13 @@ def sgd(ctx, Xu, yu, wu) -> Selection:
     beta1, beta2, step = 0.9, 0.999, 0
     curve = []
     best_loss, stall = np.inf, 0
+    kept, kept_loss = theta, np.inf  # where the epoch of the lowest running loss began
     chunks = RowChunks(n)
     # Minibatches are drawn in training order: the same random_state gives
     # the same bandwidths on every algorithm.
     for epoch in range(1, ctx.max_iter + 1):
         order = rng.permutation(n)
-        epoch_loss = 0.0
+        epoch_loss, began = 0.0, theta
         for start in range(0, n, batch):
             rows = order[start : start + batch]
             loss, grad = chunks.loss_grad(loo, theta[tie], rows, loss_fn, wu[rows])
@@ -117,6 +118,8 @@ def sgd(ctx, Xu, yu, wu) -> Selection:
             theta = np.clip(theta - ctx.learning_rate * update, -_MAX_LOG_STEP, _MAX_LOG_STEP)
         epoch_loss /= wu.sum()
         curve.append(epoch_loss)
+        if epoch_loss < kept_loss:  # (one minibatch an epoch: the loss at ``began``)
+            kept, kept_loss = began, epoch_loss
         report_epoch(ctx, epoch, epoch_loss, to_bandwidth(theta[tie]))
         if ctx.tol is not None:
             stall = stall + 1 if epoch_loss > best_loss - ctx.tol * abs(best_loss) else 0
@@ -126,4 +129,18 @@ def sgd(ctx, Xu, yu, wu) -> Selection:
     else:
         if ctx.tol is not None:
             _unconverged(ctx)
+    theta = _lower(lambda t: chunks.loss_grad(loo, t[tie], np.arange(n), loss_fn, wu)[0],
+                   theta, kept)  # fmt: skip
     return _finish(ctx, Xu, yu, wu, to_bandwidth(theta[tie]), curve, epoch)
+
+
+def _lower(loss, last: np.ndarray, kept: np.ndarray) -> np.ndarray:
+    """Return the last iterate or the kept one, whichever has the lower leave-one-out loss.
+
+    Adam's steps can leave a rugged loss's valley late (a compact kernel's
+    local fits: 0.21 to 120 in one epoch, then a stall): the kept iterate is
+    scored on every row, as the last one is, not by its epoch's running loss.
+    """
+    if np.array_equal(last, kept):
+        return last
+    return kept if loss(kept) < loss(last) else last

@@ -98,6 +98,27 @@ def test_two_outputs(rng):
     assert np.isfinite(search.best_score_)
 
 
+def test_aicc_of_two_outputs_is_the_mean_of_theirs(rng):
+    # Each output's log sigma^2 (the dense formula's AICc, averaged): the choice no longer
+    # depends on the outputs' units.  log(mean sigma^2) let the output of the larger
+    # units choose alone (column 2 times 1e-3 moved it from 0.105 to 0.135).
+    X, y = _data(rng, n=60)
+    Y = np.column_stack([y, 100 * X[:, 1] ** 2 + rng.normal(0, 0.3, 60)])
+    w = np.ones(60)
+    grid = [[0.2, 0.3], [0.4, 0.6], [0.8, 1.2]]
+    want = [np.mean([_dense_criteria(X, Y[:, j], np.array(h), "gaussian", w)[0]
+                     for j in range(2)]) for h in grid]  # fmt: skip
+    search = BandwidthSearchCV(NadarayaWatsonRegressor(), bandwidths=grid, criterion="aicc")
+    assert_allclose(-search.fit(X, Y).cv_results_["mean_test_score"], want, rtol=1e-10)
+    summary = NadarayaWatsonRegressor(grid[1]).fit(X, Y).summary()
+    assert summary.aicc == pytest.approx(want[1], rel=1e-10)
+    for c in (1e-3, 1e3):
+        scaled = BandwidthSearchCV(NadarayaWatsonRegressor(), bandwidths=grid, criterion="aicc")
+        assert scaled.fit(X, Y * [1, c]).best_index_ == search.best_index_
+        assert_allclose(scaled.cv_results_["mean_test_score"],
+                        search.cv_results_["mean_test_score"] - np.log(c), rtol=1e-9)  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "make, match",
     [

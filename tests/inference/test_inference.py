@@ -204,14 +204,16 @@ def test_interval_shapes_and_the_normal_interval(rng, k):
         band = reg.predict_interval(Q, alpha=0.1, method=method, n_boot=99, random_state=0)
         assert band.shape == mean.shape + (2,)
         assert np.all(band[..., 0] <= mean) and np.all(mean <= band[..., 1])
-    band = reg.predict_interval(Q, alpha=0.1)
     # Student's t with the effective number of points less the local line's 3 coefficients
-    # (the noise variance's residuals are about it).
+    # (the noise variance's residuals are about it).  Levels below 2e-16 too: 1 - level / 2
+    # rounds to 1 there, and the interval was infinite.
     alpha = naive_weights(X, Q, 0.5, "gaussian")
-    t = student_t.ppf(0.95, 1 / (alpha**2).sum(axis=1) - 3)
-    t = t if k is None else t[:, None]
-    assert_allclose(band[..., 1] - mean, t * std, rtol=1e-9)
-    assert_allclose(mean - band[..., 0], t * std, rtol=1e-9)
+    for level in (0.1, 1e-17):
+        band = reg.predict_interval(Q, alpha=level)
+        t = student_t.isf(level / 2, 1 / (alpha**2).sum(axis=1) - 3)
+        t = t if k is None else t[:, None]
+        assert_allclose(band[..., 1] - mean, t * std, rtol=1e-9)
+        assert_allclose(mean - band[..., 0], t * std, rtol=1e-9)
 
 
 @pytest.mark.parametrize("simultaneous", [False, True])

@@ -30,7 +30,12 @@ from conftest import (
     scaled_distances,
 )
 from conftest import onehot as _onehot
-from skl_nw import BandwidthSearchCV, NadarayaWatsonRegressor, ParzenClassifier
+from skl_nw import (
+    BandwidthSearchCV,
+    LocalPolynomialRegressor,
+    NadarayaWatsonRegressor,
+    ParzenClassifier,
+)
 from skl_nw._engine import loo_loss_grad, loo_pool, prepare_train
 from skl_nw._kernels import KERNELS, kernel_names
 from skl_nw._search._scoring import _log_loss, _squared_error
@@ -447,6 +452,25 @@ def test_sgd_early_stopping(rng):
     assert search.n_iter_ < 500
     assert len(search.loss_curve_) == search.n_iter_
     assert search.loss_curve_[-1] < search.loss_curve_[0]
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_sgd_keeps_the_iterate_of_its_lowest_loss():
+    # A compact kernel's local fits: Adam leaves the valley in one epoch (0.21 to 120)
+    # and stalls there; the search returned that last iterate.  It now returns the
+    # start of the epoch of the lowest loss, scored on every row (one minibatch an
+    # epoch here: that epoch's loss), checked against refits leaving each row out.
+    rng = np.random.default_rng(6)
+    X = rng.uniform(0, 1, (60, 2))
+    y = np.sin(3 * X[:, 0]) + rng.normal(0, 0.3, 60)
+    search = BandwidthSearchCV(LocalPolynomialRegressor(kernel="biweight"), method="sgd",
+                               random_state=0).fit(X, y)  # fmt: skip
+    assert max(search.loss_curve_) > 100 * min(search.loss_curve_)  # it did leave the valley
+    assert -search.best_score_ == pytest.approx(min(search.loss_curve_), rel=1e-10)
+    errors = [y[i] - LocalPolynomialRegressor(search.bandwidth_, kernel="biweight")
+              .fit(np.delete(X, i, 0), np.delete(y, i)).predict(X[i : i + 1])[0]
+              for i in range(60)]  # fmt: skip
+    assert -search.best_score_ == pytest.approx(np.mean(np.square(errors)), rel=1e-9)
 
 
 def test_sgd_and_grid_reach_the_brute_force_optimum(rng):
