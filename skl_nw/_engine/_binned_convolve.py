@@ -43,14 +43,14 @@ def _grid_values(shape, columns: int) -> float:
 
 def check_grid_size(shape, columns: int) -> None:
     """Raise a :class:`GridSizeError` naming ``binned_tol`` for a grid over the path's limit."""
-    need = _grid_values(shape, columns)
-    nodes = " x ".join(f"{float(s):.0f}" for s in shape)
-    if not grid_fits(shape, columns):
-        raise GridSizeError(
-            f"The binned grid would hold {need:.3g} values ({nodes} nodes, {columns} "
-            f"column(s)), more than the limit of {_MAX_GRID_VALUES:.3g}: pass a larger "
-            "binned_tol or a larger bandwidth, or use an exact algorithm."
-        )
+    if grid_fits(shape, columns):
+        return
+    need, nodes = _grid_values(shape, columns), " x ".join(f"{float(s):.0f}" for s in shape)
+    raise GridSizeError(
+        f"The binned grid would hold {need:.3g} values ({nodes} nodes, {columns} "
+        f"column(s)), more than the limit of {_MAX_GRID_VALUES:.3g}: pass a larger "
+        "binned_tol or a larger bandwidth, or use an exact algorithm."
+    )
 
 
 def stencil(kernel: Kernel, step: np.ndarray, radius: float, factor: float = 1.0, power: int = 1):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._formulas import aicc, gcv
+from ._formulas import criterion_of_outputs
 
 __all__ = ["SmootherSummary"]
 
@@ -135,8 +135,8 @@ def summarize(estimator) -> SmootherSummary:
         sigma2=float(per_output.mean()),
         r2=_r2(Y, fitted, w),
         loo_mse=float(w @ ((Y - loo_pred) ** 2).mean(axis=1) / n),
-        aicc=float(aicc(per_output, np.array(trace), n).mean()),
-        gcv=float(gcv(per_output.mean(), np.array(trace), n)),
+        aicc=float(criterion_of_outputs(per_output[None], np.array([trace]), n, "aicc")[0]),
+        gcv=float(criterion_of_outputs(per_output[None], np.array([trace]), n, "gcv")[0]),
     )
 
 

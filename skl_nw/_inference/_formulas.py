@@ -14,6 +14,7 @@ import numpy as np
 __all__ = [
     "aicc",
     "concentration",
+    "criterion_of_outputs",
     "criterion_parts",
     "gcv",
     "infinite_criterion",
@@ -282,18 +283,23 @@ def criterion_parts(
     return np.einsum("fnk,n->fk", residual**2, w) / n, hat.sum(axis=1), n
 
 
+def criterion_of_outputs(sigma2: np.ndarray, trace: np.ndarray, n: float, criterion: str):
+    """Return "aicc" or "gcv" per candidate from ``sigma2`` (F, k) per output and ``trace`` (F,).
+
+    Averaged over the outputs: AICc's ``log sigma^2`` per output (its choice
+    then does not depend on their units), GCV of their mean ``sigma^2``.
+    """
+    if criterion == "aicc":
+        return aicc(sigma2, trace[:, None], n).mean(axis=1)
+    return gcv(sigma2.mean(axis=1), trace, n)
+
+
 def negated_criterion(sigma2: np.ndarray, trace: np.ndarray, n: float, criterion: str):
     """Return ``-criterion`` per candidate (higher is better), from :func:`criterion_parts`.
 
-    ``criterion`` is "aicc" or "gcv", averaged over the outputs: AICc's
-    ``log sigma^2`` per output (its choice then does not depend on their
-    units), GCV of their mean ``sigma^2``; ``-inf`` for a candidate with a
-    NaN fit.
+    See :func:`criterion_of_outputs`; ``-inf`` for a candidate with a NaN fit.
     """
-    if criterion == "aicc":
-        value = aicc(sigma2, trace[:, None], n).mean(axis=1)
-    else:
-        value = gcv(sigma2.mean(axis=1), trace, n)
+    value = criterion_of_outputs(sigma2, trace, n, criterion)
     return np.where(np.isnan(sigma2).any(axis=1), -np.inf, -value)
 
 

@@ -194,6 +194,14 @@ class GridNoise(BinnedLocalFit):
     def __init__(self, X, w, Z, kernel, tol: float):
         super().__init__(X, w, np.column_stack([Z, Z * Z]), kernel, tol, degree=1)
 
+    @staticmethod
+    def fits(shape: tuple[int, ...], k: int) -> bool:
+        """Whether the noise's grid of ``shape`` for ``k`` targets is within the path's limit.
+
+        It holds more columns than the fit's grid (a local line of ``[Z, Z^2]``).
+        """
+        return _engine.grid_fits(shape, BinnedLocalFit.columns(len(shape), 1, 2 * k))
+
     def _node_step(self, kernel, tol: float, d: int) -> float:
         """Return the pooling grid's spacing: ``sigma^2`` is blended, not moments."""
         return grid_step(kernel, tol, d)

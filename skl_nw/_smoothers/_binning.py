@@ -12,15 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .._engine import (
-    MAX_FEATURES,
-    BinnedLocalFit,
-    BinnedSums,
-    GridSizeError,
-    LossFn,
-    binned_loo_pool,
-    grid_fits,
-)
+from .._engine import MAX_FEATURES, BinnedSums, GridSizeError, LossFn, binned_loo_pool
 from .._inference._local_variance import GridNoise
 
 __all__ = [
@@ -104,9 +96,8 @@ def mean_std(binned: BinnedSums, Q: np.ndarray, Z: np.ndarray, exact: Callable):
     than the fit's grid).  The standard error is in units of ``Z``.
     """
     n, G = len(binned.w), binned.grid.size
-    columns = BinnedLocalFit.columns(binned.X.shape[1], 1, 2 * Z.shape[1])
     few = len(Q) * n <= _GRID_STD_MIN_RATIO * n + _NOISE_NODE_PAIRS * G
-    if few or not grid_fits(binned.grid.shape, columns):
+    if few or not GridNoise.fits(binned.grid.shape, Z.shape[1]):
         return exact(Q)
     sigma2, redo = GridNoise(binned.X, binned.w, Z, binned.kernel, binned.tol).at(Q)
     S, good = binned.interpolated(Q)

@@ -108,7 +108,8 @@ def build(est, X, Xs: np.ndarray, w: np.ndarray, values: np.ndarray, groups=None
     for _ in range(iterations):
         e = values[:, 0] - np.reshape(est.predict(X), len(values))
         fitted = np.isfinite(e)
-        s = float(np.median(np.abs(e[rows & fitted]))) if (rows & fitted).any() else 0.0
+        counted = e[rows & fitted]
+        s = float(np.median(np.abs(counted))) if counted.size else 0.0
         if not s > flat:
             break
         with np.errstate(over="ignore", invalid="ignore"):
