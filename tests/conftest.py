@@ -297,6 +297,29 @@ def naive_std(X_train, y_train, X_query, bandwidth, kernel="gaussian", sample_we
     return se[:, 0] if np.ndim(y_train) == 1 else se
 
 
+def robust_line_residuals(X, y, sample_weight=None, steps=2):
+    """``y`` less its robust weighted least-squares line in ``X``, dense (1-D ``y``).
+
+    As documented for the noise variance: the weighted least-squares line,
+    refitted ``steps`` times with the sample weights times bisquare weights
+    ``(1 - (r / 6 median|r|)^2)_+^2`` (the lower median, weighted by the sample
+    weights); ``np.linalg.lstsq`` on the root-weighted design.
+    """
+    X, y = np.asarray(X, float), np.asarray(y, float)
+    w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, float)
+    Phi = np.column_stack([np.ones(len(y)), X])
+    weight = w
+    for step in range(steps + 1):
+        root = np.sqrt(weight)
+        r = y - Phi @ np.linalg.lstsq(root[:, None] * Phi, root * y, rcond=None)[0]
+        a = np.sort(np.abs(r)[w > 0])
+        share = np.cumsum(w[w > 0][np.argsort(np.abs(r)[w > 0], kind="stable")])
+        s = 6 * a[np.argmax(share >= share[-1] / 2)]
+        if step == steps or s == 0:
+            return r
+        weight = w * np.clip(1 - (r / s) ** 2, 0, None) ** 2
+
+
 def naive_gradient(X_train, y_train, X_query, bandwidth, kernel="gaussian", sample_weight=None):
     """(m, d) gradient in the query of the Nadaraya–Watson ratio, 1-D y, dense.
 

@@ -29,8 +29,8 @@ from .._engine import (
 from ._bands import warn_outside
 from ._bootstrap import squared_weight_sums
 from ._formulas import local_residual_variance, sandwich_factor
-from ._local_variance import line_std
-from ._methods import _FEW_COLUMNS, _SmootherInferenceMixin, standardized
+from ._local_variance import line_std, noise_units
+from ._methods import _FEW_COLUMNS, _SmootherInferenceMixin
 
 
 class _LocalInferenceMixin(_SmootherInferenceMixin):
@@ -116,18 +116,20 @@ class _LocalInferenceMixin(_SmootherInferenceMixin):
         """Fit and pointwise standard error at the scaled queries: two (m, k) arrays.
 
         One pass of kernel powers 1 and 2 over the value columns of the fit of
-        ``[Y, Z]`` and ``Z^2``, ``Z = (Y - c) / s`` (:func:`standardized`:
-        centred against cancellation, scaled so that the squares neither
-        overflow nor underflow).  The fit of ``Y`` is ``predict``'s; the
-        variance is in units of ``Z``, and fits are solved in the query's
+        ``[Y, Z]`` and ``Z^2``, ``Z`` the targets less a robust line,
+        standardised (:func:`~skl_nw._inference._local_variance.noise_units`:
+        a local fit's residuals do not depend on the line, and moments of
+        ``Z`` do not cancel; the squares neither overflow nor underflow).
+        The fit of ``Y`` is ``predict``'s; the variance is in units of ``Z``,
+        and fits are solved in the query's
         units (:func:`skl_nw._engine._local_fit.fit_local_units`), so that queries far
         from the data do not overflow.
         """
         Y, w = self._targets()
         k, d = Y.shape[1], self._exact_train().d
-        # sigma^2 in units of Z = (Y - center) / scale, whose squares neither overflow
-        # nor underflow; the fit from the columns of Y, as predict's.
-        Z, _, scale = standardized(Y, w)
+        # sigma^2 in units of Z, Y less a robust line, standardised (its squares neither
+        # overflow nor underflow, nor do its moments cancel); the fit from Y, as predict's.
+        Z, scale = noise_units(Y, w, self._backend.inputs())
         origin = np.zeros(k)
         degree = self._fit_degree()
         mom = Moments(d, 2 * degree, degree)

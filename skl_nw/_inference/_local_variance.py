@@ -25,6 +25,17 @@ that cannot carry a slope drops to the constant, whose correction is
 (``1 / sum_i alpha_i^2``) than the line's coefficients plus one, whose line
 would leave less than one residual degree of freedom, takes the constant's
 residuals, and one effective point has ``sigma^2 = 0``.
+
+The moments are those of ``Z`` (:func:`noise_units`): ``y`` less a robust
+global line in the continuous features, standardised.  A local line's (or
+polynomial's) residuals do not change when a line in ``x`` is added to ``y``,
+but their mean square is formed from moments about the query, which cancel
+by the square of ``y``'s spread over the noise's: ``y = 10^8 x + N(0, 1)``
+lost every digit (49% off), and so did an outlier of ``10^10`` with no
+weight at the query, through the mean it moved.  Less that line, ``Z`` is
+of the noise's order.  The constant's residuals (the fallbacks above) are
+those of ``y`` less the global line: its slope stands in for the local one
+the window cannot carry.
 """
 
 from __future__ import annotations
@@ -40,17 +51,95 @@ from .._engine import (
     gram_index,
     grid_step,
     npar,
+    power_of_two,
     solve,
     to_units,
 )
 from ._formulas import local_residual_variance
 
-__all__ = ["GridNoise", "line_std", "local_sums", "noise_variance", "residual_share"]
+__all__ = [
+    "GridNoise", "line_std", "local_sums", "noise_units", "noise_variance", "residual_share",
+]  # fmt: skip
 
 # 1 - tr(G^-1 G2) below this is no residual degree of freedom (one effective point, or
 # as many as the line's coefficients): rounding, whose ratio to a rounding-sized
 # residual sum of squares is no variance.  sigma^2 is then 0 (and se = 0, warned).
 _NO_RESIDUAL_DF = 1e-8
+
+# Reweighting steps of the global line ``noise_units`` subtracts (bisquare weights at
+# 6 median absolute residuals, as LOWESS's): an outlier does not tilt it.
+_ROBUST_STEPS = 2
+# The line is fitted to at most about this many rows, evenly spaced (any line serves:
+# the local fits absorb it; what it removes only has to be most of y's spread).
+_LINE_ROWS = 1 << 16
+
+
+def noise_units(Y: np.ndarray, w: np.ndarray, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``Z`` (n, k) and its unit (k,): the targets less a robust line in ``X``, standardised.
+
+    Scale first, square later, and subtract what the local fits absorb: ``Y``
+    in units of a power of two near its largest value, less a line in the
+    continuous features ``X`` (any origin; :func:`_robust_line` of every
+    ``n / _LINE_ROWS``-th row of positive weight), then in units of a power of two near the
+    largest residual (the squares of ``Z`` neither overflow nor underflow;
+    exact divisions, so ``Z`` is equivariant in ``y``).  Rows of weight 0
+    take no part and get ``Z = 0``.  With no continuous feature the line is a
+    robust location.
+
+    Examples
+    --------
+    >>> X = np.linspace(0.0, 1.0, 5)[:, None]
+    >>> Z, unit = noise_units(1e8 * X + [[0.0], [1.0], [-1.0], [1.0], [0.0]], np.ones(5), X)
+    >>> bool(np.abs(Z).max() <= 2), bool(unit[0] < 4)
+    (True, True)
+    """
+    live = w > 0
+    unit = power_of_two(np.abs(Y[live]).max(axis=0))
+    R = np.where(live[:, None], Y / unit, 0.0)
+    rows = np.flatnonzero(live)
+    rows = rows[:: max(1, len(rows) // _LINE_ROWS)]
+    scale = power_of_two(np.abs(X[rows]).max(axis=0))
+    T = X - (X[rows] / scale).mean(axis=0) * scale  # about the rows' mean
+    scale = power_of_two(np.abs(T[rows]).max(axis=0))  # the fitted rows' |T / scale| <= 1
+    Phi = np.column_stack([np.ones(len(rows)), T[rows] / scale])
+    for j in range(R.shape[1]):
+        beta = _robust_line(R[rows, j], w[rows] / w[rows].max(), Phi)
+        R[:, j] -= np.where(live, beta[0] + T @ (beta[1:] / scale), R[:, j])
+    spread = power_of_two(np.abs(R).max(axis=0))
+    return R / spread, unit * spread
+
+
+def _robust_line(r: np.ndarray, w: np.ndarray, Phi: np.ndarray) -> np.ndarray:
+    """Return the coefficients of ``r``'s robust weighted least-squares fit on ``Phi``'s columns.
+
+    The weighted least-squares fit, refitted ``_ROBUST_STEPS`` times with the
+    weights times the bisquare of the residuals over 6 times their weighted
+    median absolute value (stopping where that is 0; weighted, so that
+    integer weights are repeated rows); the weighted mean instead where the
+    fit does not shrink that median (a Gram matrix too ill-conditioned to
+    trust).
+    """
+    weight = w
+    for step in range(_ROBUST_STEPS + 1):
+        G = Phi.T @ (weight[:, None] * Phi)
+        beta = np.linalg.lstsq(G, Phi.T @ (weight * r), rcond=1e-10)[0]
+        res = r - Phi @ beta
+        s = 6.0 * _weighted_median(np.abs(res), w)
+        if step == _ROBUST_STEPS or not s > 0:
+            break
+        with np.errstate(over="ignore"):
+            weight = w * np.square(np.clip(1.0 - np.square(res / s), 0.0, None))
+    mean = np.zeros_like(beta)
+    mean[0] = np.average(r, weights=w)
+    shrunk = _weighted_median(np.abs(res), w) <= _weighted_median(np.abs(r - mean[0]), w)
+    return beta if shrunk else mean
+
+
+def _weighted_median(a: np.ndarray, w: np.ndarray) -> float:
+    """Return the lower weighted median of ``a`` (the least with half the weight at or below)."""
+    order = np.argsort(a, kind="stable")
+    cumulative = np.cumsum(w[order])
+    return float(a[order[np.searchsorted(cumulative, 0.5 * cumulative[-1])]])
 
 
 def local_sums(est, Q: np.ndarray, mom: Moments, powers=(1,), values=None, extra=None):
@@ -143,8 +232,8 @@ def noise_variance(mom: Moments, Mq, Bq, second, coef, M, M2, q, degree: int) ->
 def line_std(est, Q: np.ndarray, Z: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Nadaraya–Watson's fit of ``Y`` and its standard error in units of ``Z``: two (m, k) arrays.
 
-    ``Z`` the standardised targets (their squares neither overflow nor
-    underflow), ``Y`` the targets (the fit is ``predict``'s columns).  One pass
+    ``Z`` the targets less a robust line, standardised (:func:`noise_units`),
+    ``Y`` the targets (the fit is ``predict``'s columns).  One pass
     of kernel powers 1 and 2 over the local line's moments, ``Z``, ``Z^2`` and
     ``Y``; the line is solved in the query's units, so that far queries do not
     overflow.  ``se^2 = sigma^2(q) sum_i alpha_i^2 / w_i`` with the
@@ -181,7 +270,7 @@ class GridNoise(BinnedLocalFit):
     X, w : ndarray
         Bandwidth-scaled training inputs (at most 3 features) and weights.
     Z : ndarray of shape (n_samples, k)
-        Standardised targets (:func:`skl_nw._inference._methods.standardized`).
+        The targets less a robust line, standardised (:func:`noise_units`).
     kernel, tol
         As :class:`~skl_nw._engine.BinnedSums`.
 

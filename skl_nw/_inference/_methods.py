@@ -29,7 +29,7 @@ from .._smoothers._base import power_of_two
 from ._bands import BIAS_CORRECTIONS, corrected_degree, local_sibling, warn_zero_width
 from ._bootstrap import bootstrap_t, effective_df, t_quantile
 from ._formulas import MULTIPLIERS, concentration, nw_gradient
-from ._local_variance import line_std
+from ._local_variance import line_std, noise_units
 
 # Above this many value columns the smoother is applied as attention weights @ V.
 _FEW_COLUMNS = 8
@@ -345,12 +345,12 @@ class _NWInferenceMixin(_SmootherInferenceMixin):
 
         The noise variance from the residuals about a local line
         (:mod:`skl_nw._inference._local_variance`), in units of ``Z``
-        (:func:`standardized`); the fit from the columns of ``Y``, as
-        :meth:`predict` has it.  Binned: the noise variance at the grid's
-        nodes, blended (:func:`skl_nw._smoothers._binning.mean_std`).
+        (:func:`~skl_nw._inference._local_variance.noise_units`); the fit
+        from the columns of ``Y``, as :meth:`predict` has it.  Binned: the
+        noise variance at the grid's nodes, blended (:func:`skl_nw._smoothers._binning.mean_std`).
         """
         Y, w = self._targets()
-        Z, _, scale = standardized(Y, w)  # squares of Z neither overflow nor underflow
+        Z, scale = noise_units(Y, w, self._backend.inputs())
         fit, std = self._backend.mean_std(Q, Z, lambda R: line_std(self, R, Z, Y))
         return fit, scale * std
 

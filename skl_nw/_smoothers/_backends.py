@@ -56,6 +56,10 @@ class ExactBackend:
         train = self.train
         return train.to_caller(train.values), np.exp(train.to_caller(train.log_w))
 
+    def inputs(self) -> np.ndarray:
+        """Scaled continuous training inputs (n, d), caller's row order, up to a shift."""
+        return self.train.to_caller(self.train.X)
+
     def pool(self, Q, kernel, fallback: str, options: _engine.Options) -> np.ndarray:
         """Attention-pooled training values at scaled queries: (m, k)."""
         return _engine.pool(Q, self.train, kernel, fallback=fallback, options=options)
@@ -133,6 +137,10 @@ class BinnedBackend:
     def targets(self) -> tuple[np.ndarray, np.ndarray]:
         """Training targets (n, k) and sample weights (n,), in the caller's row order."""
         return self.sums.values, self.sums.w
+
+    def inputs(self) -> np.ndarray:
+        """Scaled training inputs (n, d), caller's row order, up to a shift."""
+        return self.sums.X
 
     def pool(self, Q, kernel, fallback: str, options: _engine.Options) -> np.ndarray:
         """Binned pooled values at scaled queries: (m, k)."""

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from conftest import naive_rule_of_thumb, naive_std
+from conftest import naive_rule_of_thumb, naive_std, robust_line_residuals
 from skl_nw import (
     BandwidthSearchCV,
     LocalPolynomialRegressor,
@@ -130,7 +130,9 @@ def test_significance_pvalue_is_scale_invariant(rng, make, target, factor):
 def _weighted_local_fit(W, X, y, q, h, degree):
     """Fit and standard error of the weighted least-squares polynomial in ``(x - q) / h``.
 
-    ``W`` the attention weights (summing to 1).  A feature along which ``q``
+    ``W`` the attention weights (summing to 1).  The residuals' mean square
+    is that of ``y`` less its robust line (as documented; the same as of
+    ``y`` where the fit keeps every slope).  A feature along which ``q``
     lies far from every point (``1e6`` bandwidths) is constant over the
     neighbourhood, so its powers are left out and its products with another
     feature are collinear with that feature: the fit drops to degree 1, in
@@ -148,7 +150,8 @@ def _weighted_local_fit(W, X, y, q, h, degree):
     G = Phi.T @ (W[:, None] * Phi)
     beta = np.linalg.solve(G, Phi.T @ (W * y))
     weights = W * (Phi @ np.linalg.solve(G, np.eye(len(G))[0]))  # the equivalent kernel
-    sigma2 = W @ (y - Phi @ beta) ** 2
+    r = robust_line_residuals(X, y)
+    sigma2 = W @ (r - Phi @ np.linalg.solve(G, Phi.T @ (W * r))) ** 2
     return beta[0], np.sqrt(sigma2 * (weights**2).sum())
 
 

@@ -7,7 +7,15 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy.stats import t as student_t
 
-from conftest import naive_gradient, naive_local_linear, naive_predict, naive_std, naive_weights
+from conftest import (
+    naive_gradient,
+    naive_local_linear,
+    naive_local_poly_std,
+    naive_predict,
+    naive_std,
+    naive_weights,
+    robust_line_residuals,
+)
 from skl_nw import LocalPolynomialRegressor, NadarayaWatsonRegressor
 from skl_nw._inference._formulas import sandwich_variance, wild_multipliers
 from skl_nw._kernels import kernel_names
@@ -96,7 +104,8 @@ def test_std_is_zero_with_one_effective_neighbour_and_finite_far_away(kernel):
 
 def test_std_of_a_window_its_line_interpolates_is_the_constants():
     # Three points in 2-D inside the compact support: the local line fits them exactly
-    # (no residual degree of freedom), so the variance is the one about their mean.
+    # (no residual degree of freedom), so the variance is the one about their mean, of
+    # y less the data's robust line (its slope standing in for the window's).
     X = np.array([[0.0, 0.0], [0.3, 0.0], [0.0, 0.3], [5.0, 5.0]])
     y = np.array([1.0, 2.0, 4.0, 0.0])
     reg = NadarayaWatsonRegressor(bandwidth=1.0, kernel="epanechnikov").fit(X, y)
@@ -104,9 +113,10 @@ def test_std_of_a_window_its_line_interpolates_is_the_constants():
     mean, std = reg.predict(q, return_std=True)
     alpha = naive_weights(X, q, 1.0, "epanechnikov")[0]
     share = (alpha**2).sum()
-    sigma2 = alpha @ (y - alpha @ y) ** 2 / (1 - share)
+    r = robust_line_residuals(X, y)
+    sigma2 = alpha @ (r - alpha @ r) ** 2 / (1 - share)
     assert_allclose(std, np.sqrt(sigma2 * share), rtol=1e-9)
-    assert std[0] > 0.3
+    assert std[0] > 0.01
 
 
 @pytest.mark.parametrize("gap", [0.8, 1.0, 2.0, 3.0, 4.0])
@@ -114,8 +124,8 @@ def test_std_of_windows_with_fewer_than_d_plus_2_effective_points_is_the_constan
     # One point dominates the Gaussian window (the others ``gap`` bandwidths out): the
     # line's residual share is then of the order of its rounding, and the order of the
     # rows decided the standard error (0.009 or 2.8 on fuzzed data). With fewer than
-    # d + 2 effective points the variance is the one about the constant (dense formula),
-    # whatever the order; with more, the line's (naive_std).
+    # d + 2 effective points the variance is the one about the constant (dense formula,
+    # of y less the data's robust line), whatever the order; with more, the line's.
     X = np.array([[0.0], [gap], [-gap], [gap + 0.5]])
     y = np.array([1.0, -2.0, 3.0, 0.5])
     q = np.array([[0.0]])
@@ -125,10 +135,45 @@ def test_std_of_windows_with_fewer_than_d_plus_2_effective_points_is_the_constan
         reg = NadarayaWatsonRegressor(bandwidth=1.0).fit(X[order], y[order])
         std = reg.predict(q, return_std=True)[1]
         if 1 / share < 3:
-            sigma2 = alpha @ (y - alpha @ y) ** 2 / (1 - share)
+            r = robust_line_residuals(X, y)
+            sigma2 = alpha @ (r - alpha @ r) ** 2 / (1 - share)
             assert_allclose(std, np.sqrt(sigma2 * share), rtol=1e-9)
         else:
             assert_allclose(std, naive_std(X, y, q, 1.0), rtol=1e-9)
+
+
+@pytest.mark.parametrize("algorithm", PATHS)
+@pytest.mark.parametrize("degree", [0, 1, 2])
+def test_std_of_targets_far_above_their_noise_equals_the_dense_formula(rng, degree, algorithm):
+    # The noise variance is formed from moments about the query, which cancelled by the
+    # square of y's spread over its noise: y = 1e8 x + N(0, 1) came out 45% off, and
+    # an outlier of 1e12 outside the window (no weight there) gave 0, through the mean
+    # it moved. Dense: the residuals about the local fit of y itself.
+    X = rng.uniform(0, 1, (300, 1))
+    e = rng.normal(size=300)
+    Q = np.linspace(0.1, 0.8, 8)[:, None]
+    outlier = np.where(X[:, 0] == X[:, 0].max(), 1e12, 0.0)
+    for y, kernel in ((1e8 * X[:, 0] + e, "gaussian"), (e + outlier, "epanechnikov")):
+        reg = LocalPolynomialRegressor(0.1, kernel=kernel, degree=degree, algorithm=algorithm)
+        std = reg.fit(X, y).predict(Q, return_std=True)[1]
+        want = naive_local_poly_std(X, y, Q, 0.1, kernel, degree)[1]
+        assert_allclose(std, want, rtol=1e-5)
+        if degree == 0:
+            nw = NadarayaWatsonRegressor(0.1, kernel=kernel, algorithm=algorithm).fit(X, y)
+            assert_allclose(nw.predict(Q, return_std=True)[1], want, rtol=1e-5)
+
+
+def test_std_on_the_grid_does_not_move_with_a_line_added_to_y(rng):
+    # Many queries take the binned noise variance from the grid's nodes: a local line
+    # there absorbs any line added to y, as at a query (1e8 x: 45% off before).
+    X = rng.uniform(0, 1, (2000, 1))
+    e = rng.normal(size=2000)
+    Q = rng.uniform(0.05, 0.95, (4000, 1))
+    reg = NadarayaWatsonRegressor(0.05, algorithm="binned", binned_tol=1e-4)
+    want = reg.fit(X, e).predict(Q, return_std=True)[1]
+    for slope in (1e8, -3e10):
+        std = reg.fit(X, slope * X[:, 0] + e).predict(Q, return_std=True)[1]
+        assert_allclose(std, want, rtol=1e-5)
 
 
 def test_std_is_sigma_over_root_n_for_a_wide_bandwidth(rng):
