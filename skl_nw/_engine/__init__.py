@@ -217,7 +217,7 @@ def attention(Q, train: TrainSet, kernel: Kernel, *, fallback="nearest", sparse=
     drop = None if own is None else (own if train.inverse is None else train.inverse[own])
 
     def dense(chunk, Qc):
-        S = _dense.sq_distances(Qc, train, kernel)
+        S = _dense.sq_distances(Qc, train, kernel, relative=scale is not None)
         if drop is not None:
             S[np.arange(len(Qc)), drop[chunk]] = np.inf
         if scale is not None:

@@ -70,7 +70,7 @@ def dense_chunk_rows(
     return max(1, min(rows, MAX_FUSED_CHUNK_PAIRS // max(n, 1), per_worker))
 
 
-def sq_distances(Q: np.ndarray, train, kernel: Kernel) -> np.ndarray:
+def sq_distances(Q: np.ndarray, train, kernel: Kernel, relative: bool = False) -> np.ndarray:
     """Squared distances between centred queries ``Q`` and the stored training inputs.
 
     With the compiled kernels, from ``TILED_MIN_FEATURES`` features, direct
@@ -83,7 +83,10 @@ def sq_distances(Q: np.ndarray, train, kernel: Kernel) -> np.ndarray:
     so few features that it saves nothing, the chunk sums squared
     differences feature by feature instead (exact to rounding, no (m, n, d)
     tensor).  Kernels that are not smooth in ``s`` at 0 (``exact_near_zero``)
-    also get their smallest distances recomputed directly.
+    also get their smallest distances recomputed directly, and so, with
+    ``relative``, does every distance whose relative error could pass
+    ``MAX_GEMM_ERROR`` (a span divides them by each query's radius, which is 0
+    on top of repeated rows and tiny beside them).
     """
     X = train.X
     Q = Q[:, : train.d]
@@ -108,9 +111,12 @@ def sq_distances(Q: np.ndarray, train, kernel: Kernel) -> np.ndarray:
     S += q_sq[:, None]
     S += train.sq_norms[None, :]
     np.maximum(S, 0.0, out=S)
-    if kernel.exact_near_zero:
-        # sqrt(s + e) - sqrt(s) <= e / (2 sqrt(s)): exact below this s.
-        rows, cols = np.nonzero(S < (gemm_error / 2e-12) ** 2)
+    # sqrt(s + e) - sqrt(s) <= e / (2 sqrt(s)): exact below this s.
+    below = (gemm_error / 2e-12) ** 2 if kernel.exact_near_zero else 0.0
+    if relative:
+        below = max(below, gemm_error / MAX_GEMM_ERROR)
+    if below > 0.0:
+        rows, cols = np.nonzero(S < below)
         if rows.size:
             diff = Q[rows] - X[cols]
             S[rows, cols] = np.einsum("ij,ij->i", diff, diff)

@@ -192,7 +192,7 @@ def _dense_sums(plan: Plan, chunk: slice, Qc: np.ndarray):
                 _redo_in_log_space(plan, out, f, redo, S_r, D_r, own)
                 continue
         if S is None and (plan.linear or redo.size):
-            S = _dense.sq_distances(Qc, train, kernel)
+            S = _dense.sq_distances(Qc, train, kernel, relative=plan.scale is not None)
             D = _dense.discrete_block(Qc, train)
             if plan.scale is not None:
                 _span.divide(S, plan.scale[chunk])

@@ -169,6 +169,28 @@ def test_two_features_against_the_dense_formula(rng, kernel, algorithm):
             assert_allclose(reg.predict_gradient(Q), slope, rtol=1e-7, atol=1e-8)
 
 
+@pytest.mark.parametrize("d", [3, 5])
+@pytest.mark.parametrize("kernel", ["gaussian", "tricube"])
+@pytest.mark.parametrize("algorithm", TREES)
+def test_queries_on_and_beside_repeated_rows_in_several_dimensions(rng, d, kernel, algorithm):
+    # Each point measured 6 times, k = 3: a query on a point has r = 0 and keeps only
+    # its rows; one 1e-7 beside it has them all at r ~ 1e-7 (a compact kernel's weight
+    # 0 there: the nearest rows, the same mean). The GEMM's distances were off by
+    # ~1e-15, which r^2 turned into NaN (36 of 300) or weights off by O(1).
+    base = rng.normal(0, 1, (50, d)) * 3.7 + 1.3
+    X = np.repeat(base, 6, axis=0)
+    y = X.sum(axis=1) + rng.normal(0, 0.1, len(X))
+    Q = base[:12] + rng.normal(0, 1e-7, (12, d))
+    h = np.ones(d)
+    means = y[:72].reshape(12, 6).mean(axis=1)
+    for cls in (NadarayaWatsonRegressor, LocalPolynomialRegressor):
+        reg = cls(kernel=kernel, span=0.01, algorithm=algorithm).fit(X, y)
+        assert_allclose(reg.predict(base[:12]), means, rtol=1e-12)
+    reg = NadarayaWatsonRegressor(kernel=kernel, span=0.01, algorithm=algorithm).fit(X, y)
+    want = dense_local(X, y, Q, h, 3, kernel, 0)[0] if kernel == "gaussian" else means
+    assert_allclose(reg.predict(Q), want, rtol=1e-9)
+
+
 def test_span_above_one_enlarges_the_farthest_distance(rng):
     X = rng.uniform(size=(40, 2))
     y = np.sin(4 * X[:, 0]) + X[:, 1]
