@@ -107,6 +107,13 @@ class NeighbourIndex:
         else:
             self.tree = KDTree(X[self.rows])
 
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if self.grid is not None and not _grid.usable(self.grid.X.shape[1]):
+            # Pickled with the compiled kernels, loaded without: a KD-tree of the same rows.
+            self.tree = KDTree(self.grid.X[self.grid.position[self.rows]])
+            self.grid = None
+
 
 def radii(Q, train, own=None, rows=None, options: Options = Options()) -> np.ndarray:  # noqa: B008
     """Each query's radius ``r_q`` (see the module docstring): (m,).

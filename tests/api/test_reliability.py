@@ -794,6 +794,25 @@ def test_pickle_and_joblib_round_trips():
         _assert_same_predictions(est, joblib.load(buffer), Q)
 
 
+@pytest.mark.parametrize("make", [NadarayaWatsonRegressor, LocalPolynomialRegressor])
+def test_span_fits_pickled_with_the_compiled_grid_load_without_it(rng, monkeypatch, make):
+    # A span in 2-D keeps its rows in a cell grid only the compiled kernels search: loaded
+    # where numba is absent (an optional extra), predict raised AttributeError. It now
+    # searches a KD-tree of the same rows: the same radii, the same predictions.
+    from skl_nw._engine import _grid
+
+    X = rng.uniform(0, 1, (300, 2))
+    y = np.sin(5 * X[:, 0]) + X[:, 1]
+    Q = rng.uniform(0, 1, (40, 2))
+    want = make(kernel="tricube", span=0.3).fit(X, y).predict(Q)
+    with monkeypatch.context() as patch:
+        patch.setattr(_grid, "usable", lambda d: True)
+        blob = pickle.dumps(make(kernel="tricube", span=0.3).fit(X, y))
+    assert b"CellGrid" in blob
+    monkeypatch.setattr(_grid, "compiled", lambda: None)  # the grid's kernels absent
+    assert_allclose(pickle.loads(blob).predict(Q), want, rtol=1e-12)
+
+
 _TRUSTED_PACKAGES = ("skl_nw.", "numpy.", "scipy.", "sklearn.")
 
 
