@@ -258,7 +258,7 @@ def _matrices(ctx, ys):
 
 
 def check_distribution(ctx, y) -> None:
-    """Raise where the estimator, the parameters or ``y`` do not suit the criterion."""
+    """Raise where the estimator, the parameters or ``y`` (None: not checked) do not suit it."""
     est = ctx.estimator
     if isinstance(est, Pipeline) or not isinstance(est, NadarayaWatsonRegressor):
         raise ValueError(
@@ -273,7 +273,7 @@ def check_distribution(ctx, y) -> None:
             f"criterion={ctx.criterion!r} needs method='grid' (or 'auto') and no scoring; "
             f"got method={ctx.method!r}, scoring={ctx.scoring!r}."
         )
-    if np.ndim(y) != 1:
+    if y is not None and np.ndim(y) != 1:
         raise ValueError(f"criterion={ctx.criterion!r} needs a 1-D y; got shape {y.shape}.")
     if getattr(est, "span", None) is not None:
         raise ValueError(
@@ -307,6 +307,11 @@ def fit_distribution(ctx, X, y, sample_weight) -> Selection:
     """Select by the criteria "crps" and "pinball" on validated data."""
     check_distribution(ctx, y)
     w = check_weights(sample_weight, X)
+    if np.count_nonzero(w) < 2:
+        raise ValueError(
+            f"criterion={ctx.criterion!r} scores each point by the others: it needs at least "
+            f"2 training points with positive weight; got {np.count_nonzero(w)} (1 sample)."
+        )
     h_all = ctx.candidates(X, w)
     y_all = _y_candidates(ctx, X, y, w)
     start = time.perf_counter()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import warnings
 from numbers import Integral, Real
 
-import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, _fit_context, clone, is_classifier
 from sklearn.metrics import get_scorer_names
@@ -13,6 +12,7 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.metadata_routing import (
     UNUSED,
 )
+from sklearn.utils.validation import column_or_1d
 
 from .._inference._formulas import CRITERIA
 from . import _span
@@ -370,14 +370,17 @@ class BandwidthSearchCV(_Delegation, MetaEstimatorMixin, BaseEstimator):
             raise ValueError(_ESTIMATOR_ERROR.format(type(self.estimator).__name__))
         _span.check_spans(self, step)  # spans= needs an estimator with a span
         ctx = Context.of(self, get_scorer(self.estimator, self.scoring))
+        given = X
         selection, X, y, fit_params = self._run_search(ctx, step, X, y, sample_weight)
         for name, value in vars(selection).items():
             if value is not None:
                 setattr(self, name, value)
         self.span_ = selection.span_
-        if selection.best_estimator_ is None:  # the route selected; the refit is here
+        # The refit takes a DataFrame as given, so that predict checks its column names.
+        named = hasattr(given, "columns") and not hasattr(X, "columns")
+        if selection.best_estimator_ is None or named:  # else the route refitted it
             best = clone(self.estimator).set_params(**selection.best_params_)
-            self.best_estimator_ = best.fit(X, y, **fit_params)
+            self.best_estimator_ = best.fit(given if named else X, y, **fit_params)
         self.bandwidth_ = _nw_step(self.best_estimator_).bandwidth_.copy()
         if self.criterion in DISTRIBUTION_CRITERIA:
             self.y_bandwidth_ = self.best_estimator_.y_bandwidth_
@@ -391,8 +394,10 @@ class BandwidthSearchCV(_Delegation, MetaEstimatorMixin, BaseEstimator):
         ``best_estimator_`` passes to ``fit``.
         """
         if self.criterion in DISTRIBUTION_CRITERIA:  # proper scores of the distribution
-            check_distribution(ctx, np.asarray(y))
+            check_distribution(ctx, None)  # the parameters, before the data
             X, y = validate(self, self.estimator, X, y)
+            if y.ndim == 2 and y.shape[1] == 1:  # a column, as scikit-learn's regressors take it
+                y = column_or_1d(y, warn=True)
             weights = {} if sample_weight is None else {"sample_weight": sample_weight}
             return fit_distribution(ctx, X, y, sample_weight), X, y, weights
         loo_cv = isinstance(self.cv, str) and self.cv == "loo"

@@ -17,6 +17,8 @@ from sklearn.utils.metadata_routing import _routing_enabled, process_routing
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
+from ._crps import DISTRIBUTION_CRITERIA
+
 __all__ = ["_Delegation"]
 
 
@@ -278,4 +280,7 @@ class _Delegation:
         tags.regressor_tags = deepcopy(sub.regressor_tags)
         tags.target_tags = deepcopy(sub.target_tags)
         tags.input_tags = deepcopy(sub.input_tags)
+        if self.criterion in DISTRIBUTION_CRITERIA:  # a distribution of one target
+            tags.target_tags.multi_output = False
+            tags.target_tags.single_output = True
         return tags

@@ -64,10 +64,12 @@ def validate(target, estimator, X: ArrayLike, y: ArrayLike) -> tuple[np.ndarray,
     if cats is not None:
         # Categorical features: the estimator encodes them; a DataFrame stays one.
         Xv, y = validate_data(target, X, y, dtype=None, ensure_all_finite=False,
-                              multi_output=not classifier)  # fmt: skip
+                              multi_output=not classifier, y_numeric=not classifier)  # fmt: skip
         X = X if hasattr(X, "iloc") else Xv
     else:
-        X, y = validate_data(target, X, y, dtype=np.float64, multi_output=not classifier)
+        X, y = validate_data(
+            target, X, y, dtype=np.float64, multi_output=not classifier, y_numeric=not classifier
+        )
     if classifier:
         check_classification_targets(y)
     return X, y

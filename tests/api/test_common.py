@@ -50,6 +50,11 @@ ESTIMATORS += [
 ESTIMATORS += [MLKR(), MLKR(batch_size=8, max_iter=5)]
 
 ESTIMATORS += [KernelQuantileRegressor(), KernelQuantileRegressor(y_bandwidth=0.0)]
+# The searches by proper scores of the predictive distribution (one target).
+ESTIMATORS += [
+    BandwidthSearchCV(NadarayaWatsonRegressor(), criterion="crps"),
+    BandwidthSearchCV(KernelQuantileRegressor(), criterion="pinball"),
+]
 
 
 @parametrize_with_checks(ESTIMATORS)

@@ -6,13 +6,14 @@ References: the same search with routing off, scikit-learn's own
 """
 
 import re
+import warnings
 
 import numpy as np
 import pytest
 import sklearn
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import is_classifier, is_regressor
-from sklearn.exceptions import UnsetMetadataPassedError
+from sklearn.exceptions import DataConversionWarning, UnsetMetadataPassedError
 from sklearn.linear_model import Ridge
 from sklearn.metrics import get_scorer, make_scorer, mean_absolute_error
 from sklearn.model_selection import GridSearchCV, KFold, LeaveOneOut, cross_validate
@@ -25,6 +26,7 @@ import skl_nw._search._grid
 import skl_nw._search._progress
 from skl_nw import (
     BandwidthSearchCV,
+    KernelQuantileRegressor,
     LocalPolynomialRegressor,
     NadarayaWatsonRegressor,
     ParzenClassifier,
@@ -495,3 +497,36 @@ def test_pipeline_cv_results_name_the_step(rng):
     ref = GridSearchCV(pipe, {"nadarayawatsonregressor__bandwidth": CANDIDATES}, cv=3).fit(X, y)
     assert set(ours.cv_results_) == _without_splits(ref.cv_results_)
     assert list(ours.cv_results_["params"][0]) == ["nadarayawatsonregressor__bandwidth"]
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"cv": 3}, {"criterion": "crps"}])
+def test_a_dataframe_s_column_names_are_checked_at_predict(rng, kwargs):
+    # The refit took the validated array: predicting with the same frame warned that
+    # the estimator was fitted without feature names, and reordered columns were fed
+    # to it silently permuted. GridSearchCV refits on the frame, and so does the search.
+    pd = pytest.importorskip("pandas")
+    X = pd.DataFrame(rng.uniform(0, 1, (120, 3)), columns=["a", "b", "c"])
+    y = np.sin(6 * X["a"].to_numpy()) + rng.normal(0, 0.1, 120)
+    search = BandwidthSearchCV(NadarayaWatsonRegressor(), **kwargs).fit(X, y)
+    assert_array_equal(search.best_estimator_.feature_names_in_, ["a", "b", "c"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = search.predict(X.iloc[:5])
+    want = NadarayaWatsonRegressor(search.bandwidth_).fit(X.to_numpy(), y).predict(X.to_numpy()[:5])
+    assert_allclose(got, want, rtol=1e-12)
+    with pytest.raises(ValueError, match="feature names should match"):
+        search.predict(X[["c", "b", "a"]].iloc[:5])
+
+
+@pytest.mark.parametrize("criterion", ["crps", "pinball"])
+def test_distribution_criteria_take_a_column_y_as_the_regressors_do(rng, criterion):
+    est = KernelQuantileRegressor(quantile=0.5)
+    X = rng.uniform(0, 1, (80, 1))
+    y = np.sin(6 * X[:, 0]) + rng.normal(0, 0.1, 80)
+    flat = BandwidthSearchCV(est, criterion=criterion).fit(X, y)
+    with pytest.warns(DataConversionWarning):
+        column = BandwidthSearchCV(est, criterion=criterion).fit(X, y[:, None])
+    assert_array_equal(column.bandwidth_, flat.bandwidth_)
+    assert_array_equal(column.predict(X[:5]), flat.predict(X[:5]))
+    with pytest.raises(ValueError, match="requires y to be passed"):
+        BandwidthSearchCV(est, criterion=criterion).fit(X, None)
