@@ -88,9 +88,7 @@ def _terms(fitted, X: np.ndarray, features: list[int], cats):
         base = fitted.predict(X).reshape(len(X), -1)
         for j in (j for j in features if categorical[j]):
             for level in range(int(cats.sizes[list(cats.columns).index(j)])):
-                Xl = X.copy()
-                Xl[:, j] = level
-                yield fitted.predict(Xl).reshape(len(X), -1) - base
+                yield fitted.predict(_with(X, j, level)).reshape(len(X), -1) - base
 
 
 def _statistics(
@@ -128,7 +126,7 @@ def _restricted_fit(estimator, X: np.ndarray, y: np.ndarray, keep: list[int]) ->
     for name in ("categorical_features", "ordered_features"):
         if name in params and np.ndim(params[name]) == 1 and len(params[name]) == X.shape[1]:
             restricted.set_params(**{name: np.asarray(params[name])[keep]})
-    return restricted.fit(X[:, keep], y).predict(X[:, keep])
+    return restricted.fit(_only(X, keep), y).predict(_only(X, keep))
 
 
 def _unrestricted_residuals(estimator, X: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -151,7 +149,46 @@ def _encoded(estimator, X):
         _categorical.check_numeric(X)
         return estimator, check_array(X, dtype=np.float64), None
     est = clone(estimator).set_params(categorical_features=cats.mask, ordered_features=cats.ordered)
-    return est, Xa, cats
+    return est, _declared(Xa, cats), cats
+
+
+def _declared(Xa: np.ndarray, cats):
+    """``Xa`` (codes), or where a pandas dtype declared categories, a frame that declares them.
+
+    The refits learn the categories of what they are given: from codes alone,
+    a declared category no row has would be lost (``lambda``'s range and
+    ``L`` change with their number) and an ordered feature's positions
+    renumbered.  Declared as ``0, ..., c - 1`` they are the codes themselves.
+    """
+    if not any(cats.declared):
+        return Xa
+    import pandas as pd  # a declared category came from a pandas dtype
+
+    columns = {}
+    for j in range(Xa.shape[1]):
+        if not cats.mask[j]:
+            columns[j] = Xa[:, j]
+            continue
+        c = len(cats.categories[list(cats.columns).index(j)])
+        columns[j] = pd.Categorical.from_codes(
+            Xa[:, j].astype(np.intp), categories=range(c), ordered=bool(cats.ordered[j])
+        )
+    return pd.DataFrame(columns)
+
+
+def _with(X, j: int, value):
+    """``X`` (array or frame) with column ``j`` set to ``value``: a copy."""
+    X = X.copy()
+    if hasattr(X, "iloc"):
+        X.iloc[:, j] = value
+    else:
+        X[:, j] = value
+    return X
+
+
+def _only(X, keep: list[int]):
+    """Columns ``keep`` of ``X`` (array or frame)."""
+    return X.iloc[:, keep] if hasattr(X, "iloc") else X[:, keep]
 
 
 def significance_test(
@@ -230,12 +267,15 @@ def significance_test(
 
     Notes
     -----
-    The statistic adds squared derivatives in the units of ``y / x_j``:
-    features in different units are weighted by those units.  The test is
-    as good as the bandwidth: an oversmoothed fit hides a weak effect.
-    The statistics are compared in units of a power of two near the largest
-    observed derivative, so the p-value does not depend on the units of
-    ``X`` and ``y`` (``X * 1e200`` gives the p-value of ``X``); the
+    The statistic adds squared derivatives in the units of ``y / x_j``, and
+    a categorical feature's squared changes in those of ``y``: features in
+    different units are weighted by those units, so testing several at once
+    depends on them (test one at a time, or standardise).  The test is as
+    good as the bandwidth: an oversmoothed fit hides a weak effect.  The
+    statistics are compared in units of a power of two near the largest
+    observed term, so the p-value does not depend on the units of ``y``,
+    nor on those of ``X`` where every tested feature shares them (``X *
+    1e200`` gives the p-value of ``X``); the
     reported ``statistic`` and ``null_distribution`` are 0 or inf only where
     ``T`` itself lies outside the float range.
 

@@ -194,3 +194,33 @@ def test_categorical_features_of_a_dataframe():
     reg = NadarayaWatsonRegressor(bandwidth=[0.3, 0.3])
     result = significance_test(reg, frame, y, ["z"], n_boot=49, random_state=0)
     assert result.pvalue <= 0.05
+
+
+@pytest.mark.parametrize("ordered", [False, True])
+def test_declared_categories_no_row_has_stay_in_the_refits(ordered):
+    # The refits took integer codes and learnt the categories again: a declared category
+    # no row has was lost, so lambda = 0.7 (valid for 4 categories, not 3) raised, the
+    # unordered kernel's lambda / (c - 1) changed T (0.094 against 0.169), and an
+    # ordered feature's positions 0, 2 became 0, 1. T is the fitted estimator's own:
+    # the mean squared change of its fit when the category is set to each declared one.
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(4)
+    x, z = rng.uniform(-1, 1, 120), rng.integers(0, 3, 120)
+    y = np.sin(2 * x) + 0.5 * (z == 1) + rng.normal(0, 0.2, 120)
+    labels = ["lo", "mid", "hi", "top"] if not ordered else ["lo", "mid", "hi"]
+    used = np.array(["lo", "mid", "hi"] if not ordered else ["lo", "hi", "hi"])
+    dtype = pd.CategoricalDtype(labels, ordered=ordered)
+    frame = pd.DataFrame({"x": x, "z": pd.Series(used[z], dtype=dtype)})
+    reg = NadarayaWatsonRegressor(bandwidth=[0.3, 0.7 if not ordered else 0.5])
+    fitted = reg.fit(frame, y)
+    base = fitted.predict(frame)
+    want = sum(
+        ((fitted.predict(frame.assign(z=pd.Series([c] * 120, dtype=dtype))) - base) ** 2).mean()
+        for c in labels
+    )
+    result = significance_test(reg, frame, y, ["z"], n_boot=19, random_state=0)
+    assert_allclose(result.statistic, want, rtol=1e-12)
+    result = significance_test(reg, frame, y, ["x"], n_boot=19, random_state=0)
+    assert_allclose(
+        result.statistic, (fitted.predict_gradient(frame)[:, 0] ** 2).mean(), rtol=1e-12
+    )
