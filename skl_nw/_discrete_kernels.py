@@ -12,16 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._engine import LOG_ZERO  # log 0: see skl_nw._engine._discrete
 from ._kernels import copy_fields
 
 __all__ = ["DISCRETE_KERNELS", "LOG_ZERO", "DiscreteKernel", "get_discrete_kernel"]
-
-#: ``log 0`` of a discrete kernel (``lambda = 0``) is taken as this finite value: it
-#: keeps folded products free of ``-inf * 0 = NaN``, gives the same sums as 0 wherever
-#: some training point has a positive weight (``exp(-1e8)`` underflows against it), and
-#: otherwise (a category no training point has, at ``lambda = 0``) the ``lambda -> 0``
-#: limit: the points that differ in the fewest categorical features count.
-LOG_ZERO = -1e8
 
 
 @dataclass(frozen=True, repr=False)
@@ -84,9 +78,11 @@ def _over(a, b) -> np.ndarray:
         return np.where(b > 0, a / np.where(b > 0, b, 1.0), 0.0)
 
 
-def _power(lam, dist) -> np.ndarray:
-    """``lambda^dist`` with ``0^0 = 1``."""
-    return np.where(dist == 0, 1.0, np.asarray(lam, float) ** np.maximum(dist, 1e-300))
+def _log_power(lam, dist) -> np.ndarray:
+    """``log lambda^dist`` with ``0^0 = 1``, ``log 0`` taken as ``LOG_ZERO`` once per step."""
+    with np.errstate(divide="ignore"):
+        log_lam = np.maximum(np.log(np.asarray(lam, float)), LOG_ZERO)
+    return np.where(dist == 0, 0.0, dist * log_lam)
 
 
 def _aa_value(lam, c, dist):
@@ -114,8 +110,8 @@ DISCRETE_KERNELS: dict[tuple[str, bool], DiscreteKernel] = {
     ("wang_van_ryzin", True): DiscreteKernel(
         name="wang_van_ryzin",
         ordered=True,
-        log_value=lambda lam, c, dist: _floored(
-            np.where(dist == 0, 1.0 - lam, 0.5 * (1.0 - lam) * _power(lam, dist))
+        log_value=lambda lam, c, dist: (
+            _floored(np.where(dist == 0, 1.0 - lam, 0.5 * (1.0 - lam))) + _log_power(lam, dist)
         ),
         dlog_dlambda=lambda lam, c, dist: np.where(
             dist == 0, _over(-1.0, 1.0 - lam), _over(-1.0, 1.0 - lam) + _over(dist, lam)
@@ -126,7 +122,7 @@ DISCRETE_KERNELS: dict[tuple[str, bool], DiscreteKernel] = {
     ("li_racine", True): DiscreteKernel(
         name="li_racine",
         ordered=True,
-        log_value=lambda lam, c, dist: _floored(_power(lam, dist)),
+        log_value=lambda lam, c, dist: _log_power(lam, dist),
         dlog_dlambda=lambda lam, c, dist: _over(dist, lam),
         max_lambda=lambda c: 1.0,
     ),

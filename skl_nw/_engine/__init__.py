@@ -14,7 +14,8 @@ Module map:
   ``_plan`` what the chunks of one call share: its fast paths, and a chunk's
   sums from kernel values or log-kernel terms;
 * ``_dense``: the brute-force path (distances, kernel blocks, the folded GEMM,
-  exp sums and square chains);
+  exp sums and square chains); ``_discrete`` the categorical features' factor
+  of the weights and the points it leaves out (``lambda = 0``);
 * ``_loader``: :func:`compiled`, the optional numba kernels or None:
   ``_compiled`` (dense), ``_compiled_tiled`` (register tiles from 4
   features), ``_compiled_exp`` (the exponential), ``_compiled_binned``,
@@ -59,7 +60,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse import vstack as sparse_vstack
 
 from .._kernels import Kernel
-from . import _dense, _span, _tree
+from . import _dense, _discrete, _span, _tree
 from ._auto import choose_algorithm, neighbour_fraction
 from ._binned import MAX_FEATURES, BinnedSums, grid_step, make_grid, margin_radius
 from ._binned_convolve import GridSizeError, check_grid_size, grid_fits
@@ -67,6 +68,7 @@ from ._binned_local import BinnedLocalFit
 from ._binned_loo import loo_pool as binned_loo_pool
 from ._chunks import Options, budget, single_threaded_blas
 from ._conditional import SortedMixture, sorted_mixture
+from ._discrete import LOG_ZERO
 from ._gradient import loo_loss_grad
 from ._loader import compiled
 from ._local_fit import (
@@ -93,6 +95,7 @@ from ._sums import KernelSums, kernel_sums, power_of_two, run_chunks
 from ._train import TrainSet, prepare_train
 
 __all__ = [
+    "LOG_ZERO",
     "MAX_FEATURES",
     "BinnedLocalFit",
     "GridSizeError",
@@ -186,14 +189,22 @@ def class_log_sums(Q, train: TrainSet, kernel: Kernel, *, relative: bool = False
     absolute value (``~ -1e30`` far from every point) would round the
     differences between groups away.  Each group has its own log scale, so a
     group far from the query keeps a finite log sum; ``-inf`` only where the
-    sum is exactly zero (no point of the group in a compact kernel's support).
+    sum is exactly zero: no point of the group in a compact kernel's support,
+    or (absolute sums) no point of positive weight that shares the query's
+    categories at ``lambda = 0``, whose relative sums are their limit.
     """
     none = np.empty((train.n_samples, 0))
     sums = kernel_sums(Q, train, kernel, values=none, grouped=True, fallback=fallback,
                        options=options)  # fmt: skip
     with np.errstate(divide="ignore"):
         L = sums.log_scale[:, 0, 0] + np.log(sums.scaled[:, 0, 0, :, 0])
-    return L if relative else L + sums.shift[:, :1]
+    if relative:
+        return L
+    L = L + sums.shift[:, :1]
+    A = None if Q is None else train.split(Q)[1]
+    if A is not None:
+        L[_discrete.unmatched(A, train)] = -np.inf
+    return L
 
 
 def attention(Q, train: TrainSet, kernel: Kernel, *, fallback="nearest", sparse=False,
@@ -222,7 +233,7 @@ def attention(Q, train: TrainSet, kernel: Kernel, *, fallback="nearest", sparse=
             S[np.arange(len(Qc)), drop[chunk]] = np.inf
         if scale is not None:
             _span.divide(S, scale[chunk])
-        D = _dense.discrete_block(Qc, train)
+        D = _discrete.discrete_block(Qc, train)
         B, _, _ = _dense.log_kernel_block(S, train.log_w, kernel, fallback, D=D)
         alpha = _dense.softmax_rows(B, train.log_w)
         alpha[alpha.sum(axis=1) == 0] = np.nan

@@ -11,6 +11,7 @@ import numpy as np
 
 from .._kernels import Kernel
 from ._chunks import chunk_rows
+from ._discrete import left_out
 from ._loader import compiled
 
 _EPS = np.finfo(np.float64).eps
@@ -123,20 +124,12 @@ def sq_distances(Q: np.ndarray, train, kernel: Kernel, relative: bool = False) -
     return S
 
 
-def discrete_block(Q: np.ndarray, train) -> np.ndarray | None:
-    """``log`` of the discrete kernels' product between queries and stored points, or None.
-
-    One matrix product: each query's log-kernel rows (see :class:`TrainSet`)
-    against the points' one-hot codes.  Every entry is ``<= 0``.
-    """
-    _, A = train.split(Q)
-    return None if A is None else A @ train.onehot.T
-
-
 def log_kernel_block(S, log_w, kernel, fallback, exclude=None, D=None):
     """``B = log K(S) + D - shift`` per row, with the fallback applied to empty rows.
 
-    ``D`` (optional) is the log of the discrete kernels (:func:`discrete_block`).
+    ``D`` (optional) is the log of the discrete kernels
+    (:func:`~skl_nw._engine._discrete.discrete_block`); the points it leaves
+    out (:func:`~skl_nw._engine._discrete.left_out`) get ``B = -inf``.
 
     ``shift`` is each row's largest ``log K`` over points of positive weight
     (0 where there is none), so ``B <= 0`` there: adding ``log w`` to ``B``
@@ -159,17 +152,25 @@ def log_kernel_block(S, log_w, kernel, fallback, exclude=None, D=None):
         The empty rows.
     """
     B = kernel.log_profile(S)
+    active = np.isfinite(log_w)
+    out = None
     if D is not None:
         B += D
+        Dc = D if active.all() else np.where(active, D, -np.inf)
+        if exclude is not None:
+            Dc = Dc.copy() if Dc is D else Dc
+            Dc[np.arange(len(S)), exclude] = -np.inf
+        out = left_out(D, Dc.max(axis=1, keepdims=True, initial=-np.inf))
+        B[out] = -np.inf
     if exclude is not None:
         B[np.arange(len(S)), exclude] = -np.inf
-    active = np.isfinite(log_w)
     shift = (B if active.all() else np.where(active, B, -np.inf)).max(axis=1)
     empty = np.flatnonzero(~np.isfinite(shift))
     shift[empty] = 0.0
     B -= shift[:, None]
     if empty.size and fallback == "nearest":
-        N = nearest_block(S[empty], log_w, None if exclude is None else exclude[empty])
+        N = nearest_block(S[empty], log_w, None if exclude is None else exclude[empty],
+                          None if out is None else out[empty])  # fmt: skip
         if D is not None:  # the nearest point(s), weighted by their discrete kernels
             N += D[empty]
             N -= np.max(N, axis=1, initial=-np.inf, keepdims=True).clip(min=-1e300)
@@ -177,14 +178,17 @@ def log_kernel_block(S, log_w, kernel, fallback, exclude=None, D=None):
     return B, shift, empty
 
 
-def nearest_block(S: np.ndarray, log_w: np.ndarray, exclude=None) -> np.ndarray:
+def nearest_block(S: np.ndarray, log_w: np.ndarray, exclude=None, left=None) -> np.ndarray:
     """Return the ``h -> 0`` limit of a log-kernel block: 0 at the nearest point(s), else -inf.
 
-    Only points of positive weight count, and not ``exclude`` (by index); ties
-    all get 0, so they share in proportion to their weights.
+    Only points of positive weight count, and not ``exclude`` (by index) nor
+    those ``left`` (a boolean block) leaves out; ties all get 0, so they
+    share in proportion to their weights.
     """
     S = S.copy()
     S[:, ~np.isfinite(log_w)] = np.inf
+    if left is not None:
+        S[left] = np.inf
     if exclude is not None:
         S[np.arange(len(S)), exclude] = np.inf
     nearest = S == S.min(axis=1, keepdims=True)

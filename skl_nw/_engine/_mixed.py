@@ -18,6 +18,7 @@ import numpy as np
 
 from . import _gradient
 from ._chunks import Options, budget
+from ._discrete import left_out
 from ._sums import kernel_sums
 from ._train import TrainSet, prepare_train
 
@@ -123,14 +124,53 @@ class MixedLeaveOneOut:
             )  # fmt: skip
             log_scale, scaled = sums.log_scale[:, :, 0], sums.scaled[:, :, 0]  # (b, F, G[, k1])
             for t, table in enumerate(tables):
-                logL = self._cell_log(table, part)  # (b, G)
+                logL = self._counted(self._cell_log(table, part), part, loo)  # (b, G)
                 terms = log_scale + logL[:, None, :]
                 top = terms.max(axis=2, keepdims=True)
                 top = np.where(np.isfinite(top), top, 0.0)
                 S = np.einsum("bfg,bfgk->bfk", np.exp(terms - top), scaled)
                 den = np.where(S[..., -1:] > 0, S[..., -1:], np.nan)
                 P = S[..., :-1] / den * sums.value_scale[:-1]
+                empty = np.flatnonzero(np.isnan(den[..., 0]).any(axis=1))
+                if empty.size and self.base.fallback == "nearest":
+                    fill = self._nearest(part[empty], logL[empty], loo)  # (e, k)
+                    P[empty] = np.where(np.isnan(den[empty]), fill[:, None, :], P[empty])
                 yield t, block, P, sums, logL, top, den
+
+    def _counted(self, logL: np.ndarray, rows: np.ndarray, loo: bool) -> np.ndarray:
+        """``logL`` (b, G) with ``-inf`` for the cells the discrete kernels leave out.
+
+        (:func:`skl_nw._engine._discrete.left_out`, against the best cell of
+        points of positive weight; ``loo``: without the row itself.)
+        """
+        live = self.train.to_caller(np.isfinite(self.train.log_w))
+        counts = np.bincount(self.cell_of[live], minlength=len(self.cells))
+        present = np.broadcast_to(counts > 0, logL.shape).copy()
+        if loo:
+            own = self.cell_of[rows]
+            present[np.arange(len(rows)), own] &= counts[own] - live[rows] > 0
+        best = np.where(present, logL, -np.inf).max(axis=1, keepdims=True, initial=-np.inf)
+        return np.where(left_out(logL, best), -np.inf, logL)
+
+    def _nearest(self, rows: np.ndarray, logL: np.ndarray, loo: bool) -> np.ndarray:
+        """Return the fallback of rows with no counted point in reach: the nearest counted.
+
+        Their targets' mean (k,) per row, weighted by the points' weights and
+        discrete kernels (the ``h -> 0`` limit, as the exact path's fallback).
+        """
+        t = self.train
+        X, log_w = t.to_caller(t.X), t.to_caller(t.log_w)
+        out = np.empty((len(rows), self.targets.shape[1]))
+        for r, (i, cell_log) in enumerate(zip(rows, logL, strict=True)):
+            S = ((X - X[i]) ** 2).sum(axis=1)
+            lw = log_w + cell_log[self.cell_of]
+            if loo:
+                lw[i] = -np.inf
+            S[~np.isfinite(lw)] = np.inf
+            tie = np.flatnonzero((S == S.min()) & np.isfinite(S))
+            w = np.exp(lw[tie] - lw[tie].max()) if tie.size else tie
+            out[r] = w @ self.targets[tie] / w.sum() if tie.size else np.nan
+        return out
 
     def _cells(self) -> TrainSet:
         """Return the continuous training set grouped by cell (built on first need)."""

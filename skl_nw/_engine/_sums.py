@@ -26,7 +26,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .._kernels import Kernel
-from . import _dense, _grid, _span, _tree, _window
+from . import _dense, _discrete, _grid, _span, _tree, _window
 from ._chunks import Options, budget, map_chunks, n_queries
 from ._plan import Plan, zero_at_zero
 from ._train import TrainSet
@@ -188,12 +188,12 @@ def _dense_sums(plan: Plan, chunk: slice, Qc: np.ndarray):
             redo = np.flatnonzero((fast[:, f, plan.plain, -1] < _dense.UNDERFLOW).any(axis=1))
             if redo.size and redo.size < m:  # the distances of the rows to redo alone
                 S_r = _dense.sq_distances(Qc[redo], train, kernel)
-                D_r = _dense.discrete_block(Qc[redo], train)
+                D_r = _discrete.discrete_block(Qc[redo], train)
                 _redo_in_log_space(plan, out, f, redo, S_r, D_r, own)
                 continue
         if S is None and (plan.linear or redo.size):
             S = _dense.sq_distances(Qc, train, kernel, relative=plan.scale is not None)
-            D = _dense.discrete_block(Qc, train)
+            D = _discrete.discrete_block(Qc, train)
             if plan.scale is not None:
                 _span.divide(S, plan.scale[chunk])
         if plan.linear:

@@ -131,7 +131,24 @@ class TrainSet:
         """Return the state to pickle, without caches made on first use (rebuilt on need)."""
         state = self.__dict__.copy()
         state.pop("_padded_columns", None)  # the compiled tiles' copy of X (n x d)
+        state.pop("_cells", None)
         return state
+
+    def cells(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Return the distinct categories of the points of positive weight (made on first need).
+
+        ``cells`` (G, n_categorical) codes, ``cell_of`` (n,) each stored
+        row's cell (-1 for a row of weight 0) and ``counts`` (G,) points per cell.
+        """
+        if getattr(self, "_cells", None) is None:
+            active = np.isfinite(self.log_w)
+            cells, inverse, counts = np.unique(
+                self.codes[active], axis=0, return_inverse=True, return_counts=True
+            )
+            cell_of = np.full(self.n_samples, -1, dtype=np.intp)
+            cell_of[active] = inverse.ravel()
+            self._cells = cells, cell_of, counts
+        return self._cells
 
     def _set_discrete(self, codes, code_rows, n_categories, order) -> None:
         self.d = self.X.shape[1]

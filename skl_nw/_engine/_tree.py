@@ -15,7 +15,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from .._kernels import Kernel
-from . import _span
+from . import _discrete, _span
 from ._loader import compiled
 
 # Bytes per neighbour on the tree path: index, row id, squared distance, log
@@ -151,14 +151,6 @@ def discrete_spread(A: np.ndarray, train) -> np.ndarray:
     return spread
 
 
-def discrete_entries(A: np.ndarray, train, row: np.ndarray, col: np.ndarray) -> np.ndarray:
-    """``log`` of the discrete kernels' product at COO entries (see ``discrete_block``)."""
-    D = np.zeros(len(row))
-    for j, offset in enumerate(train.offsets):
-        D += A[row, offset + train.codes[col, j]]
-    return D
-
-
 def nearest_entries(Q, train, exclude=None):
     """``(row, col)`` of each query's nearest stored point(s) of positive weight (ties: all).
 
@@ -184,25 +176,33 @@ def log_kernel_entries(Q, train, kernel, row, col, s, fallback, exclude=None):
     """COO form of :func:`skl_nw._engine._dense.log_kernel_block`: ``(row, col, b, shift, s)``.
 
     Tree entries are all of positive weight, so the shift is each row's
-    largest ``log K``; empty rows get their nearest point(s) with ``b = 0``
-    (and ``s = 0``: the ``h -> 0`` limit is locally constant) under
-    ``fallback="nearest"``.
+    largest ``log K`` over the entries the discrete kernels count
+    (:func:`~skl_nw._engine._discrete.left_out`: the others get ``b = -inf``);
+    empty rows get their nearest counted point(s) with ``b = 0`` (and ``s =
+    0``: the ``h -> 0`` limit is locally constant) under ``fallback="nearest"``.
     """
     m = len(Q)
     Q, A = train.split(Q)
     b = kernel.log_profile(s)
     if A is not None:
-        b += discrete_entries(A, train, row, col)
+        D = _discrete.discrete_entries(A, train, row, col)
+        best = _discrete.best_discrete(A, train, exclude)
+        b += D
+        b[_discrete.left_out(D, best[row])] = -np.inf
     shift = np.full(m, -np.inf)
     np.maximum.at(shift, row, b)
     empty = np.flatnonzero(~np.isfinite(shift))
     shift[empty] = 0.0
     b -= shift[row]
     if empty.size and fallback == "nearest":
-        e_row, e_col = nearest_entries(Q[empty], train, None if exclude is None else exclude[empty])
+        ex = None if exclude is None else exclude[empty]
+        e_row, e_col = nearest_entries(Q[empty], train, ex)
         e_b = np.zeros(len(e_col))
-        if A is not None:  # the nearest point(s), weighted by their discrete kernels
-            e_b = discrete_entries(A[empty], train, e_row, e_col)
+        if A is not None:  # the nearest counted point(s), weighted by their discrete kernels
+            e_row, e_col = _counted_nearest(
+                Q[empty], A[empty], train, ex, best[empty], e_row, e_col
+            )
+            e_b = _discrete.discrete_entries(A[empty], train, e_row, e_col)
             top = np.full(len(empty), -np.inf)
             np.maximum.at(top, e_row, e_b)
             e_b -= top[e_row]
@@ -211,6 +211,22 @@ def log_kernel_entries(Q, train, kernel, row, col, s, fallback, exclude=None):
         b = np.concatenate([b, e_b])
         s = np.concatenate([s, np.zeros(len(e_col))])
     return row, col, b, shift, s
+
+
+def _counted_nearest(Q, A, train, exclude, best, row, col):
+    """Keep the nearest entries ``(row, col)`` the discrete kernels count; search the rest.
+
+    A row none of whose nearest points of all counts takes its nearest
+    counted point(s) (:func:`~skl_nw._engine._discrete.nearest_counted`).
+    """
+    keep = ~_discrete.left_out(_discrete.discrete_entries(A, train, row, col), best[row])
+    row, col = row[keep], col[keep]
+    missing = np.setdiff1d(np.arange(len(Q)), row)
+    if missing.size:
+        ex = None if exclude is None else exclude[missing]
+        r, c = _discrete.nearest_counted(Q[missing], A[missing], train, ex)
+        row, col = np.concatenate([row, missing[r]]), np.concatenate([col, c])
+    return row, col
 
 
 def entry_sums(row, col, t, V, groups, n_groups, m, mult=None):

@@ -42,11 +42,16 @@ class MixedLocalLeaveOneOut(MixedLeaveOneOut):
         out = np.empty((len(lambdas), len(factors), len(Y), Y.shape[1]))
         everyone = np.arange(len(Y))
         for t, lam in enumerate(lambdas):
-            logL = self._cell_log(self.tables(lam), everyone)
+            logL = self._counted(self._cell_log(self.tables(lam), everyone), everyone, loo=True)
             for f, factor in enumerate(np.asarray(factors, dtype=float)):
                 M, B, _ = _combine(mom, sums, f, logL, Y.shape[1])
                 M, B = mom.rescale(M, B, factor)
                 out[t, f] = fit_local(mom, M, B, base.Z / factor, base.degree)[0][:, 0]
+            # No counted point in reach (a compact kernel): the nearest counted, as refits.
+            empty = np.flatnonzero(np.isnan(out[t, :, :, 0]).any(axis=0))
+            if empty.size and base.fallback == "nearest":
+                fill = self._nearest(empty, logL[empty], loo=True)
+                out[t][:, empty] = np.where(np.isnan(out[t][:, empty]), fill, out[t][:, empty])
         return out if rows is None else out[:, :, rows]
 
     def fits(self, factors, n_jobs=None, lambdas=None):
@@ -74,7 +79,7 @@ class MixedLocalLeaveOneOut(MixedLeaveOneOut):
         fitted = np.empty((len(lambdas), len(factors), n, k))
         hat = np.empty((len(lambdas), len(factors), n))
         for t, lam in enumerate(lambdas):
-            logL = self._cell_log(self.tables(lam), rows)
+            logL = self._counted(self._cell_log(self.tables(lam), rows), rows, loo=False)
             for f, factor in enumerate(factors):
                 M, B, weights = _combine(mom, sums, f, logL, k)
                 M, B = mom.rescale(M, B, factor)
@@ -111,7 +116,7 @@ class MixedLocalLeaveOneOut(MixedLeaveOneOut):
             Z[rows], cells, base.kernel, values=mom.values(Z, Y), grouped=True, exclude=rows,
             options=_engine.Options(rtol=base.rtol),
         )  # fmt: skip
-        logL = self._cell_log(self.tables(lambdas), rows)
+        logL = self._counted(self._cell_log(self.tables(lambdas), rows), rows, loo=True)
         dtables = self.tables(lambdas, derivative=True)
         M, B, weights = _combine(mom, sums, 0, logL, k)
         q = Z[rows]

@@ -9,7 +9,12 @@ import warnings
 import numpy as np
 import pytest
 
-from skl_nw import BandwidthSearchCV, NadarayaWatsonRegressor, ParzenClassifier
+from skl_nw import (
+    BandwidthSearchCV,
+    LocalPolynomialRegressor,
+    NadarayaWatsonRegressor,
+    ParzenClassifier,
+)
 from skl_nw._search._scoring import _log_loss, _squared_error
 
 statsmodels = pytest.importorskip("statsmodels.nonparametric.kernel_regression")
@@ -59,6 +64,29 @@ def test_cell_predictions_equal_refits(kernel, cat_kernel):
             # lambda = 0 with no neighbour of the same category: the lambda -> 0 limit,
             # computed through log weights of -1e8 (relative rounding ~1e-8).
             np.testing.assert_allclose(P[t, f, rows, 0], _refit_loo(make, X, y, rows), atol=1e-7)
+
+
+@pytest.mark.parametrize("make", [NadarayaWatsonRegressor, LocalPolynomialRegressor])
+def test_cell_predictions_at_lambda_zero_out_of_reach_equal_refits(make):
+    # Category 0's rows at 0-1 but two at 2.5 and 2.6, beside the others' rows: left
+    # out, their own category is out of a compact kernel's reach. At lambda = 0 the
+    # cell sums took the other categories' rows (0.70 off the refits); now their own
+    # category's fallback, the nearest, as a refit has it. Ordered lambda = 0 too.
+    rng = np.random.default_rng(1)
+    u = np.repeat(np.arange(3), 20)
+    x = np.where(u == 0, rng.uniform(0, 1, 60), rng.uniform(2, 3, 60))
+    x[5], x[6] = 2.5, 2.6
+    o = rng.integers(0, 4, 60)
+    y = np.sin(x) + 0.5 * u - 0.2 * o + rng.normal(0, 0.2, 60)
+    X = np.column_stack([x, u, o]).astype(float)
+    est = make([0.3, 0.0, 0.0], kernel="epanechnikov", **MIXED).fit(X, y)
+    lambdas = np.array([[0.0, 0.0], [0.2, 0.0]])
+    P = est._leave_one_out().predictions([1.0, 3.0], lambdas=lambdas)
+    for t, lam in enumerate(lambdas):
+        for f, factor in enumerate([1.0, 3.0]):
+            h = np.array([0.3 * factor, *lam])
+            want = _refit_loo(lambda h=h: make(h, kernel="epanechnikov", **MIXED), X, y, range(60))
+            np.testing.assert_allclose(P[t, f, :, 0], want, rtol=1e-9, atol=1e-9)
 
 
 def test_cell_predictions_of_the_classifier():

@@ -15,7 +15,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from conftest import PROFILES, naive_mixed_kernel, naive_mixed_weights, onehot
-from skl_nw import NadarayaWatsonRegressor, ParzenClassifier
+from skl_nw import LocalPolynomialRegressor, NadarayaWatsonRegressor, ParzenClassifier
 
 LEVELS = {"u": 4, "o": 5}
 # Our kernel names -> statsmodels' ukertype and okertype (Li-Racine: its "*_reg" kernels).
@@ -124,6 +124,78 @@ def test_lambda_zero_fits_each_category_separately(rng, kind, kernel):
         rows, queries = X[:, 1] == level, Q[:, 1] == level
         alone = NadarayaWatsonRegressor(bandwidth=0.5).fit(X[rows, :1], y[rows])
         assert_allclose(got[queries], alone.predict(Q[queries, :1]), rtol=1e-12)
+
+
+@pytest.mark.parametrize("algorithm", ["brute", "kd_tree", "ball_tree"])
+@pytest.mark.parametrize(
+    ("make", "kernel", "h", "fallback"),
+    [
+        (NadarayaWatsonRegressor, "epanechnikov", 0.4, "nearest"),
+        (NadarayaWatsonRegressor, "epanechnikov", 0.4, "nan"),
+        (LocalPolynomialRegressor, "biweight", 0.6, "nearest"),
+        (LocalPolynomialRegressor, "biweight", 0.6, "nan"),
+        (ParzenClassifier, "tricube", 0.4, None),  # the nearest (it has no fallback)
+        (NadarayaWatsonRegressor, "gaussian", 0.005, "nearest"),  # own rows 200+ h out
+    ],
+    ids=["nw", "nw-nan", "local", "local-nan", "parzen", "gaussian"],
+)
+def test_lambda_zero_is_one_model_per_category_where_its_rows_are_out_of_reach(
+    rng, make, kernel, h, fallback, algorithm
+):
+    # Each category's rows lie apart (0-1, 2-3, 4-5), queries anywhere: one beside
+    # another category's rows takes its own category's fallback (the nearest, or NaN),
+    # as a model of that category alone does. The finite stand-in for log 0 made
+    # another category's rows in reach outweigh the query's own, out of reach (and
+    # outweigh them 14,000 Gaussian bandwidths nearer).
+    u = np.repeat(np.arange(3), 30)
+    x = rng.uniform(0, 1, 90) + 2 * u
+    y = np.sin(3 * x) + u if make is not ParzenClassifier else (x - 2 * u > 0.5).astype(int)
+    X = np.column_stack([x, u]).astype(float)
+    Q = np.column_stack([rng.uniform(-0.5, 5.5, 40), rng.integers(0, 3, 40)])
+    params = {"kernel": kernel, "algorithm": algorithm}
+    if fallback is not None:
+        params["fallback"] = fallback
+    mixed = make([h, 0.0], categorical_features=[1], **params).fit(X, y)
+    got = mixed.predict_proba(Q) if make is ParzenClassifier else mixed.predict(Q)
+    for level in range(3):
+        rows, queries = u == level, Q[:, 1] == level
+        alone = make(h, **params).fit(X[rows, :1], y[rows])
+        want = (alone.predict_proba if make is ParzenClassifier else alone.predict)(Q[queries, :1])
+        # (local fits solve other Gram matrices: rounding differs by ~1e-12)
+        assert_allclose(got[queries], want, rtol=1e-9, atol=1e-12)
+    assert np.isnan(got).any() == (fallback == "nan" and kernel != "gaussian")
+
+
+@pytest.mark.parametrize("kernel", ["wang_van_ryzin", "li_racine"])
+def test_ordered_lambda_zero_is_the_limit_of_small_lambdas(kernel):
+    # Query position 3 between rows at 2 and 4, others at 1 and 5: as lambda -> 0 the
+    # weights go to the rows one step away (lambda^|a - b|), and lambda = 0 is that
+    # limit. It gave every mismatched position the same weight (82.5 for 15).
+    X = np.array([[0.0, 1], [0.0, 2], [0.0, 4], [0.0, 5]])
+    y = np.array([100.0, 10.0, 20.0, 200.0])
+    Q = np.array([[0.0, 3]])
+    params = {"ordered_features": [1], "ordered_kernel": kernel}
+    small = NadarayaWatsonRegressor([1.0, 1e-9], **params).fit(X, y).predict(Q)
+    zero = NadarayaWatsonRegressor([1.0, 0.0], **params).fit(X, y)
+    assert_allclose(small, 15.0, rtol=1e-6)
+    assert_allclose(zero.predict(Q), 15.0, rtol=1e-12)
+    assert_allclose(zero.attention_weights(Q), [[0.0, 0.5, 0.5, 0.0]], atol=1e-12)
+
+
+def test_densities_of_categories_no_row_has_are_zero_at_lambda_zero():
+    # The density at lambda = 0 of a category no training row has is exactly 0; the
+    # finite stand-in for log 0 gave log densities of -1e8 (also a constant column,
+    # c = 1, whose Aitchison-Aitken kernel gives an unseen category 0 at any lambda).
+    X = np.array([[0.0, 0], [0.5, 0], [1.0, 1], [1.5, 1]])
+    clf = ParzenClassifier(bandwidth=[1.0, 0.0], categorical_features=[1]).fit(X, [0, 0, 1, 1])
+    dens = clf.score_class_samples([[0.2, 0], [0.2, 7]])
+    assert np.isfinite(dens[0, 0]) and dens[0, 1] == -np.inf
+    assert_array_equal(dens[1], [-np.inf, -np.inf])
+    assert_array_equal(clf.score_samples([[0.2, 7]]), [-np.inf])
+    assert_array_equal(clf.predict_log_proba([[0.2, 0]])[0, 1], -np.inf)
+    const = ParzenClassifier(bandwidth=[1.0, 0.0], categorical_features=[1])
+    const.fit(np.array([[0.0, 2], [1.0, 2]]), [0, 1])
+    assert_array_equal(const.score_samples([[0.5, 3]]), [-np.inf])
 
 
 @pytest.mark.parametrize(
