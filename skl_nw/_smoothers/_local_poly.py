@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from numbers import Integral
 
 import numpy as np
@@ -21,6 +22,39 @@ from ._local_loo import LocalLeaveOneOut
 from ._local_mixed import MixedLocalLeaveOneOut
 
 __all__ = ["LocalPolynomialRegressor"]
+
+# Smallest eigenvalue of the continuous features' correlation matrix below which they
+# are affinely dependent, so every neighbourhood's are (the solve's floor is 1e-4).
+_COLLINEAR = 1e-10
+
+
+def _warn_if_collinear(est, Xs: np.ndarray, w: np.ndarray) -> None:
+    """Warn where the continuous features are affinely dependent: every fit drops to degree 0.
+
+    One-hot columns that sum to 1, or a column that is a combination of the
+    others: no neighbourhood can tell their slopes apart, and the solve
+    drops whole degrees (see Notes), so the fit is Nadaraya–Watson's.
+    Constant columns are left out by the solve and do not count.
+    """
+    cats = getattr(est, "_categories", None)
+    Z = Xs[w > 0][:, : int((~cats.mask).sum())] if cats is not None else Xs[w > 0]
+    Z = Z - Z.mean(axis=0)
+    Z = Z[:, np.abs(Z).max(axis=0, initial=0.0) > 0]
+    if Z.shape[1] < 2 or len(Z) <= Z.shape[1]:
+        return
+    Z /= np.abs(Z).max(axis=0)
+    C = Z.T @ Z
+    s = np.sqrt(np.diag(C))
+    if np.linalg.eigvalsh(C / np.outer(s, s))[0] < _COLLINEAR:
+        warnings.warn(
+            "LocalPolynomialRegressor: the continuous features are collinear (one-hot "
+            "columns that sum to 1, or a column that combines others), so every local fit "
+            "drops to degree 0, the Nadaraya-Watson fit. Drop a column (e.g. "
+            "OneHotEncoder(drop='first')) or declare the categories with "
+            "categorical_features.",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 class LocalPolynomialRegressor(_SummaryMixin, _LocalInferenceMixin, _RegressorMixin, _NWBase):
@@ -266,6 +300,8 @@ class LocalPolynomialRegressor(_SummaryMixin, _LocalInferenceMixin, _RegressorMi
         X_in = X
         X, y = self._validate_fit(X, y, multi_output=True, y_numeric=True)
         Xs, w = self._fit_inputs(X, sample_weight)
+        if self.degree > 0:
+            _warn_if_collinear(self, Xs, w)
         self._y_1d = y.ndim == 1
         _loess.build(self, X_in, Xs, w, y.reshape(len(y), -1))
         return self

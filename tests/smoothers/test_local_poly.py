@@ -431,3 +431,23 @@ def test_fallback_is_validated():
     X = np.arange(10.0)[:, None]
     with pytest.raises(ValueError, match="fallback"):
         LocalPolynomialRegressor(fallback="zero").fit(X, X[:, 0])
+
+
+def test_collinear_features_warn_that_the_fit_is_nadaraya_watson(rng):
+    # One-hot columns that sum to 1 (OneHotEncoder's default) make every local design
+    # singular: the solve drops whole degrees, so the fit was Nadaraya-Watson's
+    # everywhere, silently. It still is (the docs' rule), and fit now says so.
+    x, g = rng.uniform(0, 1, 300), rng.integers(0, 2, 300)
+    y = 3 * x + g + rng.normal(0, 0.1, 300)
+    Z = np.column_stack([x, g == 0, g == 1]).astype(float)
+    Q = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 1.0]])
+    h = [0.3, 0.5, 0.5]
+    with pytest.warns(UserWarning, match="collinear"):
+        got = LocalPolynomialRegressor(h, degree=1).fit(Z, y).predict(Q)
+    assert_allclose(got, NadarayaWatsonRegressor(h).fit(Z, y).predict(Q), rtol=1e-12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # one column dropped; a constant column
+        dropped = LocalPolynomialRegressor(h[:2], degree=1).fit(Z[:, :2], y).predict(Q[:, :2])
+        LocalPolynomialRegressor(h, degree=1).fit(np.column_stack([x, g, np.ones(300)]), y)
+        LocalPolynomialRegressor(h, degree=0).fit(Z, y)
+    assert_allclose(dropped, [0.0, 4.0], atol=0.1)  # the local linear fit of 3 x + g
