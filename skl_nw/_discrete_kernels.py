@@ -85,16 +85,23 @@ def _log_power(lam, dist) -> np.ndarray:
     return np.where(dist == 0, 0.0, dist * log_lam)
 
 
-def _aa_value(lam, c, dist):
-    other = lam / (c - 1) if c > 1 else 0.0
-    return np.where(dist == 0, 1.0 - lam, other)
+def _aa_log(lam, c, dist):
+    """``log`` of ``1 - lambda`` (same) or ``lambda / (c - 1)`` (different), with ``log 0``.
+
+    At ``lambda = 0`` a mismatch is ``LOG_ZERO - log(c - 1)``: the ``lambda -> 0``
+    limit keeps the factor ``1 / (c - 1)``.  One category (``c = 1``): an
+    unseen one has weight 0 at any ``lambda``.
+    """
+    if c <= 1:
+        return np.where(dist == 0, _floored(1.0 - lam), LOG_ZERO)
+    return np.where(dist == 0, _floored(1.0 - lam), _log_power(lam, 1.0) - np.log(c - 1.0))
 
 
 DISCRETE_KERNELS: dict[tuple[str, bool], DiscreteKernel] = {
     ("aitchison_aitken", False): DiscreteKernel(
         name="aitchison_aitken",
         ordered=False,
-        log_value=lambda lam, c, dist: _floored(_aa_value(lam, c, dist)),
+        log_value=_aa_log,
         dlog_dlambda=lambda lam, c, dist: np.where(
             dist == 0, _over(-1.0, 1.0 - lam), _over(1.0, lam)
         ),
@@ -103,7 +110,7 @@ DISCRETE_KERNELS: dict[tuple[str, bool], DiscreteKernel] = {
     ("li_racine", False): DiscreteKernel(
         name="li_racine",
         ordered=False,
-        log_value=lambda lam, c, dist: _floored(np.where(dist == 0, 1.0, lam)),
+        log_value=lambda lam, c, dist: np.where(dist == 0, 0.0, _log_power(lam, 1.0)),
         dlog_dlambda=lambda lam, c, dist: np.where(dist == 0, 0.0, _over(1.0, lam)),
         max_lambda=lambda c: 1.0,
     ),

@@ -29,7 +29,7 @@ from .._engine import (
 from ._bands import warn_outside
 from ._bootstrap import squared_weight_sums
 from ._formulas import local_residual_variance, sandwich_factor
-from ._local_variance import line_std, noise_units
+from ._local_variance import line_std, noise_units, zero_lambda_cells
 from ._methods import _FEW_COLUMNS, _SmootherInferenceMixin
 
 
@@ -129,7 +129,7 @@ class _LocalInferenceMixin(_SmootherInferenceMixin):
         k, d = Y.shape[1], self._exact_train().d
         # sigma^2 in units of Z, Y less a robust line, standardised (its squares neither
         # overflow nor underflow, nor do its moments cancel); the fit from Y, as predict's.
-        Z, scale = noise_units(Y, w, self._backend.inputs())
+        Z, scale = noise_units(Y, w, self._backend.inputs(), zero_lambda_cells(self))
         origin = np.zeros(k)
         degree = self._fit_degree()
         mom = Moments(d, 2 * degree, degree)

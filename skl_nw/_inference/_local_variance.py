@@ -59,6 +59,7 @@ from ._formulas import local_residual_variance
 
 __all__ = [
     "GridNoise", "line_std", "local_sums", "noise_units", "noise_variance", "residual_share",
+    "zero_lambda_cells",
 ]  # fmt: skip
 
 # 1 - tr(G^-1 G2) below this is no residual degree of freedom (one effective point, or
@@ -69,18 +70,26 @@ _NO_RESIDUAL_DF = 1e-8
 # Reweighting steps of the global line ``noise_units`` subtracts (bisquare weights at
 # 6 median absolute residuals, as LOWESS's): an outlier does not tilt it.
 _ROBUST_STEPS = 2
+# A median absolute residual at most this share of the largest |y| is rounding (the line
+# fits the median row exactly): its bisquare weights would be noise, so the steps stop.
+_ROUNDING = 1e-10
 # The line is fitted to at most about this many rows, evenly spaced (any line serves:
 # the local fits absorb it; what it removes only has to be most of y's spread).
 _LINE_ROWS = 1 << 16
 
 
-def noise_units(Y: np.ndarray, w: np.ndarray, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def noise_units(
+    Y: np.ndarray, w: np.ndarray, X: np.ndarray, groups: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """``Z`` (n, k) and its unit (k,): the targets less a robust line in ``X``, standardised.
 
     Scale first, square later, and subtract what the local fits absorb: ``Y``
     in units of a power of two near its largest value, less a line in the
     continuous features ``X`` (any origin; :func:`_robust_line` of every
-    ``n / _LINE_ROWS``-th row of positive weight), then in units of a power of two near the
+    ``n / _LINE_ROWS``-th row of positive weight), one per group of rows
+    where ``groups`` (n,) gives them (the cells of the categorical features
+    at ``lambda = 0``, which no neighbourhood mixes: each is then what one
+    model per category subtracts), then in units of a power of two near the
     largest residual (the squares of ``Z`` neither overflow nor underflow;
     exact divisions, so ``Z`` is equivariant in ``y``).  Rows of weight 0
     take no part and get ``Z = 0``.  With no continuous feature the line is a
@@ -93,20 +102,48 @@ def noise_units(Y: np.ndarray, w: np.ndarray, X: np.ndarray) -> tuple[np.ndarray
     >>> bool(np.abs(Z).max() <= 2), bool(unit[0] < 4)
     (True, True)
     """
-    live = w > 0
+    live = np.flatnonzero(w > 0)
     unit = power_of_two(np.abs(Y[live]).max(axis=0))
-    R = np.where(live[:, None], Y / unit, 0.0)
-    rows = np.flatnonzero(live)
-    rows = rows[:: max(1, len(rows) // _LINE_ROWS)]
+    R = np.zeros(Y.shape)
+    if groups is None:
+        every = len(live) == len(w)  # no copies of the inputs then
+        rows = slice(None) if every else live
+        R[rows] = _less_line(Y[rows] / unit, w[rows], X[rows])
+    else:
+        order = live[np.argsort(groups[live], kind="stable")]
+        starts = np.flatnonzero(np.diff(groups[order], prepend=-1))
+        for rows in np.split(order, starts[1:]):
+            R[rows] = _less_line(Y[rows] / unit, w[rows], X[rows])
+    spread = power_of_two(np.abs(R).max(axis=0))
+    return R / spread, unit * spread
+
+
+def zero_lambda_cells(est) -> np.ndarray | None:
+    """Each training row's cell (caller order) of the categorical features at ``lambda = 0``.
+
+    None where there are none: the groups of :func:`noise_units`.
+    """
+    cats = getattr(est, "_categories", None)
+    zero = None if cats is None else est.bandwidth_[cats.mask] == 0
+    if zero is None or not zero.any():
+        return None
+    train = est._exact_train()
+    codes = train.to_caller(train.codes)[:, zero]
+    return np.unique(codes, axis=0, return_inverse=True)[1].ravel()
+
+
+def _less_line(R: np.ndarray, w: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """``R`` (n, k) less its robust line in ``X`` (:func:`_robust_line`), column by column."""
+    rows = np.arange(0, len(R), max(1, len(R) // _LINE_ROWS))
     scale = power_of_two(np.abs(X[rows]).max(axis=0))
     T = X - (X[rows] / scale).mean(axis=0) * scale  # about the rows' mean
     scale = power_of_two(np.abs(T[rows]).max(axis=0))  # the fitted rows' |T / scale| <= 1
     Phi = np.column_stack([np.ones(len(rows)), T[rows] / scale])
+    out = np.empty_like(R)
     for j in range(R.shape[1]):
         beta = _robust_line(R[rows, j], w[rows] / w[rows].max(), Phi)
-        R[:, j] -= np.where(live, beta[0] + T @ (beta[1:] / scale), R[:, j])
-    spread = power_of_two(np.abs(R).max(axis=0))
-    return R / spread, unit * spread
+        out[:, j] = R[:, j] - beta[0] - T @ (beta[1:] / scale)
+    return out
 
 
 def _robust_line(r: np.ndarray, w: np.ndarray, Phi: np.ndarray) -> np.ndarray:
@@ -114,7 +151,8 @@ def _robust_line(r: np.ndarray, w: np.ndarray, Phi: np.ndarray) -> np.ndarray:
 
     The weighted least-squares fit, refitted ``_ROBUST_STEPS`` times with the
     weights times the bisquare of the residuals over 6 times their weighted
-    median absolute value (stopping where that is 0; weighted, so that
+    median absolute value (stopping where that is rounding, ``_ROUNDING`` of
+    the largest ``|r|``, as LOWESS's iterations stop; weighted, so that
     integer weights are repeated rows); the weighted mean instead where the
     fit does not shrink that median (a Gram matrix too ill-conditioned to
     trust).
@@ -125,7 +163,7 @@ def _robust_line(r: np.ndarray, w: np.ndarray, Phi: np.ndarray) -> np.ndarray:
         beta = np.linalg.lstsq(G, Phi.T @ (weight * r), rcond=1e-10)[0]
         res = r - Phi @ beta
         s = 6.0 * _weighted_median(np.abs(res), w)
-        if step == _ROBUST_STEPS or not s > 0:
+        if step == _ROBUST_STEPS or not s > _ROUNDING * np.abs(r).max(initial=0.0):
             break
         with np.errstate(over="ignore"):
             weight = w * np.square(np.clip(1.0 - np.square(res / s), 0.0, None))

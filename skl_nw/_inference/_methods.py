@@ -29,7 +29,7 @@ from .._smoothers._base import power_of_two
 from ._bands import BIAS_CORRECTIONS, corrected_degree, local_sibling, warn_zero_width
 from ._bootstrap import bootstrap_t, effective_df, t_quantile
 from ._formulas import MULTIPLIERS, concentration, nw_gradient
-from ._local_variance import line_std, noise_units
+from ._local_variance import line_std, noise_units, zero_lambda_cells
 
 # Above this many value columns the smoother is applied as attention weights @ V.
 _FEW_COLUMNS = 8
@@ -350,7 +350,7 @@ class _NWInferenceMixin(_SmootherInferenceMixin):
         noise variance at the grid's nodes, blended (:func:`skl_nw._smoothers._binning.mean_std`).
         """
         Y, w = self._targets()
-        Z, scale = noise_units(Y, w, self._backend.inputs())
+        Z, scale = noise_units(Y, w, self._backend.inputs(), zero_lambda_cells(self))
         fit, std = self._backend.mean_std(Q, Z, lambda R: line_std(self, R, Z, Y))
         return fit, scale * std
 

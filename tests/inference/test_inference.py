@@ -163,6 +163,20 @@ def test_std_of_targets_far_above_their_noise_equals_the_dense_formula(rng, degr
             assert_allclose(nw.predict(Q, return_std=True)[1], want, rtol=1e-5)
 
 
+def test_std_where_a_line_fits_every_row_is_zero_whatever_the_weights():
+    # Two distinct inputs: the robust line fits both exactly, its residuals are rounding,
+    # and the bisquare weights of rounding (the median residual ~1e-17) dropped a row,
+    # whose residual then passed for noise: se 0.6 for 0, and weights != repeated rows.
+    X = np.array([[-0.27429162], [0.18643452], [0.18643452]])
+    y = np.array([-1.91213943, 0.11621418, 0.11621418])
+    Q = np.array([[0.3], [-1.2], [0.0]])
+    for h in (0.05, 0.17, 0.5):
+        reg = NadarayaWatsonRegressor(h)
+        assert_allclose(reg.fit(X, y).predict(Q, return_std=True)[1], 0.0, atol=1e-13)
+        weighted = reg.fit(X[:2], y[:2], sample_weight=[1.0, 2.0]).predict(Q, return_std=True)
+        assert_allclose(weighted[1], 0.0, atol=1e-13)
+
+
 def test_std_on_the_grid_does_not_move_with_a_line_added_to_y(rng):
     # Many queries take the binned noise variance from the grid's nodes: a local line
     # there absorbs any line added to y, as at a query (1e8 x: 45% off before).

@@ -166,6 +166,27 @@ def test_lambda_zero_is_one_model_per_category_where_its_rows_are_out_of_reach(
     assert np.isnan(got).any() == (fallback == "nan" and kernel != "gaussian")
 
 
+@pytest.mark.parametrize("make", [NadarayaWatsonRegressor, LocalPolynomialRegressor])
+def test_lambda_zero_standard_errors_are_one_model_per_category(rng, make):
+    # The noise variance comes from y less a robust line, one per cell of the categorical
+    # features at lambda = 0, as each category's own model subtracts its own: one line
+    # pooled over the categories (slopes 10 and -10 here) left a slope in the residuals of
+    # windows too small for a local line (0.265 for 0.0037), and a category offset of 1e8
+    # cost every digit.
+    x, c = rng.uniform(0, 1, 200), np.arange(200) % 2
+    y = np.where(c == 0, 10 * x, -10 * x) + 1e8 * c + rng.normal(0, 0.1, 200)
+    X = np.column_stack([x, c]).astype(float)
+    Q = np.column_stack([np.linspace(0.02, 0.98, 60), np.arange(60) % 2])
+    mixed = make([0.03, 0.0], kernel="epanechnikov", categorical_features=[1]).fit(X, y)
+    mean, std = mixed.predict(Q, return_std=True)
+    for level in (0, 1):
+        rows, queries = c == level, Q[:, 1] == level
+        alone = make(0.03, kernel="epanechnikov").fit(X[rows, :1], y[rows])
+        want_mean, want_std = alone.predict(Q[queries, :1], return_std=True)
+        assert_allclose(mean[queries], want_mean, rtol=1e-12)
+        assert_allclose(std[queries], want_std, rtol=1e-7, atol=1e-6)  # y ~ 1e8: 1e-8 rounding
+
+
 @pytest.mark.parametrize("kernel", ["wang_van_ryzin", "li_racine"])
 def test_ordered_lambda_zero_is_the_limit_of_small_lambdas(kernel):
     # Query position 3 between rows at 2 and 4, others at 1 and 5: as lambda -> 0 the
@@ -180,6 +201,29 @@ def test_ordered_lambda_zero_is_the_limit_of_small_lambdas(kernel):
     assert_allclose(small, 15.0, rtol=1e-6)
     assert_allclose(zero.predict(Q), 15.0, rtol=1e-12)
     assert_allclose(zero.attention_weights(Q), [[0.0, 0.5, 0.5, 0.0]], atol=1e-12)
+
+
+@pytest.mark.parametrize(("categorical_kernel", "ordered_kernel"), KERNEL_PAIRS)
+def test_lambda_zero_of_an_unseen_combination_is_the_limit_of_small_lambdas(
+    rng, categorical_kernel, ordered_kernel
+):
+    # No row has the query's categories (2, 3): the weights at lambda = 0 are the limit
+    # lambda -> 0, which keeps each kernel's constant factors: Aitchison-Aitken's
+    # 1 / (c - 1) (dropped before: 16.165 for 16.113) and Wang-van Ryzin's 1 / 2.
+    x, c1, c2 = rng.uniform(0, 1, 60), rng.integers(0, 3, 60), rng.integers(0, 4, 60)
+    keep = ~((c1 == 2) & (c2 == 3))
+    X = np.column_stack([x, c1, c2])[keep]
+    y = np.arange(len(X), dtype=float)
+    Q = np.array([[0.5, 2, 3], [0.2, 2, 3]])
+    params = {
+        "categorical_features": [1, 2],
+        "ordered_features": [2],
+        "categorical_kernel": categorical_kernel,
+        "ordered_kernel": ordered_kernel,
+    }
+    small = NadarayaWatsonRegressor([0.3, 1e-12, 1e-12], **params).fit(X, y).predict(Q)
+    zero = NadarayaWatsonRegressor([0.3, 0.0, 0.0], **params).fit(X, y).predict(Q)
+    assert_allclose(zero, small, rtol=1e-6)
 
 
 def test_densities_of_categories_no_row_has_are_zero_at_lambda_zero():
