@@ -174,10 +174,15 @@ def _robust_line(r: np.ndarray, w: np.ndarray, Phi: np.ndarray) -> np.ndarray:
 
 
 def _weighted_median(a: np.ndarray, w: np.ndarray) -> float:
-    """Return the lower weighted median of ``a`` (the least with half the weight at or below)."""
+    """Return the lower weighted median of ``a`` (the least with half the weight at or below).
+
+    Half to a relative 1e-9: integer weights come back from their logs a few
+    ulps off, and must pick the value that the rows repeated pick.
+    """
     order = np.argsort(a, kind="stable")
     cumulative = np.cumsum(w[order])
-    return float(a[order[np.searchsorted(cumulative, 0.5 * cumulative[-1])]])
+    half = 0.5 * cumulative[-1] * (1.0 - 1e-9)
+    return float(a[order[np.searchsorted(cumulative, half)]])
 
 
 def local_sums(est, Q: np.ndarray, mom: Moments, powers=(1,), values=None, extra=None):

@@ -177,6 +177,21 @@ def test_std_where_a_line_fits_every_row_is_zero_whatever_the_weights():
         assert_allclose(weighted[1], 0.0, atol=1e-13)
 
 
+def test_std_integer_weights_equal_repeated_rows_in_windows_of_the_constant():
+    # Windows of fewer than d + 2 effective points take the constant's residuals of y less
+    # the robust line, whose weighted median picked another row where integer weights came
+    # back from their logs a few ulps off (3.0000000000000004): se 0.2% off the rows
+    # repeated.
+    X = np.array([[0.33], [0.41], [0.57], [0.51], [0.56], [0.57]])
+    y = np.array([0.6, -1.28, 0.97, -1.13, -0.19, 0.89])
+    counts = np.array([1, 1, 2, 3, 1, 2])
+    Q = np.linspace(0.0, 1.0, 7)[:, None]
+    reg = NadarayaWatsonRegressor(0.1, kernel="epanechnikov")
+    weighted = reg.fit(X, y, sample_weight=counts.astype(float)).predict(Q, return_std=True)[1]
+    repeated = reg.fit(np.repeat(X, counts, 0), np.repeat(y, counts)).predict(Q, return_std=True)[1]
+    assert_allclose(weighted, repeated, rtol=1e-9, atol=1e-12)
+
+
 def test_std_on_the_grid_does_not_move_with_a_line_added_to_y(rng):
     # Many queries take the binned noise variance from the grid's nodes: a local line
     # there absorbs any line added to y, as at a query (1e8 x: 45% off before).
