@@ -23,6 +23,7 @@ from .._engine import (
     gram_index,
     monomials,
     npar,
+    power_of_two,
     to_units,
     unit_exponents,
 )
@@ -138,7 +139,8 @@ class _LocalInferenceMixin(_SmootherInferenceMixin):
         if degree == 0 or d == 0:  # Nadaraya–Watson: the noise variance about a local line
             mean, std = line_std(self, Q, Z, Y)
             return mean, scale * std
-        values = np.column_stack([Y, Z])
+        unit = power_of_two(np.abs(Y).max(axis=0, initial=0.0))  # y x^g of y ~ 1e308: no overflow
+        values = np.column_stack([Y / unit, Z])
         for block, q, sums in self._local(Q, mom, powers=(1, 2), values=values, extra=Z**2):
             # Every moment and coefficient in the query's units (far queries: no overflow).
             coef, a, Mq, Bq, e = fit_local_units(mom, *mom.read(sums, 0, 0, 2 * k), q, degree)
@@ -148,7 +150,8 @@ class _LocalInferenceMixin(_SmootherInferenceMixin):
             )
             M2, _, qe = to_units(mom, mom.read(sums, 0, 1, 2 * k)[0], None, q, e)
             M2 = mom.shift(M2, qe)  # sum w K^2 t^g / D^2
-            mean[block] = coef[:, 0, :k]
+            with np.errstate(over="ignore"):  # a fit beyond the float range
+                mean[block] = coef[:, 0, :k] * unit
             std[block] = np.sqrt(sandwich_factor(a, M2[:, gi])[:, None] * sigma2)
         return mean, scale * std
 

@@ -11,7 +11,7 @@ from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from .._engine import BinnedLocalFit, Moments, fit_local, npar
+from .._engine import BinnedLocalFit, Moments, fit_local, npar, power_of_two
 from .._inference._diagnostics import _SummaryMixin
 from .._inference._local import _LocalInferenceMixin
 from .._inference._local_variance import local_sums
@@ -325,14 +325,19 @@ class LocalPolynomialRegressor(_SummaryMixin, _LocalInferenceMixin, _RegressorMi
         """
         train = self._exact_train()
         d = train.d  # the continuous features
-        k = (train.values if values is None else values).shape[1]
+        Y = train.to_caller(train.values) if values is None else values
+        k = Y.shape[1]
+        # In units of a power of two near max |y| (exact): the moments y x^g of y ~ 1e308
+        # overflowed (NaN fits).
+        unit = power_of_two(np.abs(Y).max(axis=0, initial=0.0))
         degree = self._fit_degree()
         mom = Moments(d, 2 * degree, degree)
         coef = np.zeros((len(Q), npar(d, self.degree), k))
-        for block, q, sums in self._local(Q, mom, values=values):
+        for block, q, sums in self._local(Q, mom, values=Y / unit):
             fitted = fit_local(mom, *mom.read(sums, 0, 0, k), q, degree)[0]
             coef[block, : fitted.shape[1]] = fitted
-        return coef
+        with np.errstate(over="ignore"):  # a fit or slope beyond the float range
+            return coef * unit
 
     def predict(self, X: ArrayLike, return_std: bool = False):
         """Value of the local polynomial at each query.

@@ -155,6 +155,26 @@ def test_targets_near_the_float_maximum_do_not_overflow(kernel, algorithm):
 
 
 @pytest.mark.parametrize("algorithm", BACKENDS)
+@pytest.mark.parametrize("degree", [1, 2])
+def test_local_fits_of_targets_near_the_float_maximum_do_not_overflow(rng, degree, algorithm):
+    # The moments y x^g of a local fit held y ~ 1e308 times inputs of a few bandwidths:
+    # inf, and NaN fits (7 of 9 at degree 1). In units of a power of two near max |y|
+    # they are the fits of y / 2^1023 times 2^1023, exactly.
+    X = rng.uniform(0, 1, (50, 1))
+    Q = np.linspace(0.05, 0.95, 9)[:, None]
+    y = 1e308 * np.clip(rng.normal(size=50), -1.7, 1.7)
+    reg = LocalPolynomialRegressor(0.2, degree=degree, algorithm=algorithm)
+    scaled = np.ldexp(reg.fit(X, np.ldexp(y, -1023)).predict(Q), 1023)
+    got = reg.fit(X, y).predict(Q)
+    assert np.isfinite(got).all()
+    assert_allclose(got, scaled, rtol=1e-12)
+    assert_allclose(reg.predict(Q, return_std=True)[0], got, rtol=1e-12)
+    assert_allclose(reg.predict_gradient(Q), np.ldexp(
+        LocalPolynomialRegressor(0.2, degree=degree, algorithm=algorithm)
+        .fit(X, np.ldexp(y, -1023)).predict_gradient(Q), 1023), rtol=1e-12)  # fmt: skip
+
+
+@pytest.mark.parametrize("algorithm", BACKENDS)
 @pytest.mark.parametrize("kernel", NAMES)
 def test_bandwidth_1e_minus_12_gives_the_nearest_training_point(rng, kernel, algorithm):
     X = rng.uniform(0, 5, size=(40, 2))
