@@ -13,10 +13,13 @@ split cannot afford that grid at all.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from sklearn.base import is_classifier
 
 from .._kernels import get_kernel
+from ._results import caller_level
 
 __all__ = ["CENTRED_FACTORS", "resolve_method", "resolve_per_feature"]
 
@@ -45,6 +48,8 @@ def resolve_method(ctx, cats, loo) -> str:
         "grid", "sgd" or "lbfgs".
     """
     if ctx.method != "auto":
+        if ctx.method != "grid":
+            _warn_what_gradients_ignore(ctx)
         return ctx.method
     # Candidates given, or an in-sample criterion (AICc, GCV): they are scored on a grid.
     if ctx.bandwidths is not None or ctx.criterion != "loo":
@@ -58,6 +63,26 @@ def resolve_method(ctx, cats, loo) -> str:
         return "grid"
     # Categorical features: L-BFGS-B learns each lambda (the grid is 40 x 7^J candidates).
     return "lbfgs" if loo().takes_lambdas else "grid"
+
+
+def _warn_what_gradients_ignore(ctx) -> None:
+    """Warn where a gradient method cannot do what was asked: candidates, or a flat kernel."""
+    if ctx.bandwidths is not None:
+        warnings.warn(
+            f"bandwidths is ignored by method={ctx.method!r}, which follows the gradient of "
+            "the leave-one-out loss from the rule of thumb; it applies to method='grid' "
+            "(and 'auto').",
+            UserWarning,
+            stacklevel=caller_level(),
+        )
+    if _flat(ctx):
+        warnings.warn(
+            f"method={ctx.method!r} cannot move the tophat kernel's bandwidth: its "
+            "leave-one-out loss is piecewise constant (zero gradient), so the search returns "
+            "its start, the rule of thumb. Use method='grid'.",
+            UserWarning,
+            stacklevel=caller_level(),
+        )
 
 
 def _flat(ctx) -> bool:

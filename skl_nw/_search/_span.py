@@ -85,6 +85,11 @@ def fit_span(ctx, X, y, routed, loo_cv: bool) -> Selection:
             span_=grid.best_params_["span"], best_estimator_=grid.best_estimator_,
         )  # fmt: skip
     w = check_weights(routed.nw, X)
+    if np.count_nonzero(w) < 2:
+        raise ValueError(
+            "Leave-one-out needs at least 2 training points with positive weight; got "
+            f"{np.count_nonzero(w)} (1 sample)."
+        )
     yu = ctx.scaled_targets(np.asarray(y), w)
     ctx.progress = Progress(ctx.verbose)
     if ctx.verbose:

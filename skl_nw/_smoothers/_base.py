@@ -355,6 +355,8 @@ class _NWBase(BaseEstimator):
     def _queries(self, X: ArrayLike) -> np.ndarray:
         check_is_fitted(self)
         cats = getattr(self, "_categories", None)
+        if cats is not None:  # the columns' names and count before their contents
+            validate_data(self, X, reset=False, skip_check_array=True)
         _categorical.check_numeric(X, None if cats is None else cats.mask)
         if cats is None:
             return self._scale(validate_data(self, X, reset=False, dtype=np.float64))

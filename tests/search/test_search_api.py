@@ -530,3 +530,21 @@ def test_distribution_criteria_take_a_column_y_as_the_regressors_do(rng, criteri
     assert_array_equal(column.predict(X[:5]), flat.predict(X[:5]))
     with pytest.raises(ValueError, match="requires y to be passed"):
         BandwidthSearchCV(est, criterion=criterion).fit(X, None)
+
+
+def test_gradient_methods_warn_about_what_they_cannot_do(rng):
+    # They ignored bandwidths= and returned the tophat's rule of thumb, silently.
+    X = rng.uniform(0, 1, (50, 1))
+    y = np.sin(6 * X[:, 0]) + rng.normal(0, 0.1, 50)
+    for method in ("sgd", "lbfgs"):
+        with pytest.warns(UserWarning, match="bandwidths is ignored by method"):
+            BandwidthSearchCV(NadarayaWatsonRegressor(), method=method, bandwidths=[0.1, 0.2],
+                              random_state=0).fit(X, y)  # fmt: skip
+        with pytest.warns(UserWarning, match="cannot move the tophat"):
+            search = BandwidthSearchCV(NadarayaWatsonRegressor(kernel="tophat"), method=method,
+                                       random_state=0).fit(X, y)  # fmt: skip
+        rule = NadarayaWatsonRegressor(kernel="tophat").fit(X, y).bandwidth_
+        assert_allclose(search.bandwidth_, rule, rtol=1e-12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        BandwidthSearchCV(NadarayaWatsonRegressor(kernel="tophat")).fit(X, y)

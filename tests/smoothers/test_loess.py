@@ -486,6 +486,9 @@ def test_span_errors_of_the_search_name_the_parameters(rng):
     with pytest.raises(ValueError, match="criterion='crps'.*span=0.3"):
         BandwidthSearchCV(loess, criterion="crps").fit(X, y)
     assert BandwidthSearchCV(NadarayaWatsonRegressor(), criterion="crps").fit(X, y).span_ is None
+    # One sample: scikit-learn's wording (it blamed fallback='nan', which was not set).
+    with pytest.raises(ValueError, match=r"at least 2 training points.*\(1 sample\)"):
+        BandwidthSearchCV(loess).fit(X[:1], y[:1])
 
 
 @pytest.mark.parametrize("kernel", ["tricube", "tophat", "triweight"])

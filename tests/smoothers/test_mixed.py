@@ -470,6 +470,17 @@ def test_pandas_pipeline_end_to_end(rng):
     assert pipe.score(frame, y) > 0.5
 
 
+def test_reordered_columns_with_categories_name_the_mismatch(rng):
+    # The column contents were checked first: a reordered frame blamed the strings of
+    # the category column "in continuous feature 'g'", which is a pandas category.
+    frame = pd.DataFrame(
+        {"x": rng.uniform(size=20), "g": pd.Categorical(rng.choice(list("ab"), 20))}
+    )
+    reg = NadarayaWatsonRegressor().fit(frame, rng.normal(size=20))
+    with pytest.raises(ValueError, match="feature names should match"):
+        reg.predict(frame[["g", "x"]])
+
+
 def test_feature_names_in_categorical_features(rng):
     frame, X, y = _frame(rng, 80)
     frame = frame.assign(colour=frame["colour"].astype(str), size=X[:, 3].astype(int))
