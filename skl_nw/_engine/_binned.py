@@ -66,6 +66,9 @@ _FFT_ROUNDING = 8.0
 # Infinite-support kernels are truncated where the profile falls to _TAIL * tol^2: a
 # query whose binned weight sum is below 4 * _TAIL * tol of the total goes exact.
 _TAIL = 1e-8
+# Values spread further than this about their centre are binned in units of a power of
+# two near the spread (sums of ~n of them must stay below the float maximum).
+_VALUE_UNIT_ABOVE = 2.0**500
 
 
 def _has_jump(kernel: Kernel) -> bool:
@@ -261,16 +264,34 @@ class BinnedSums:
         active = w > 0
         if active.all():  # no copies of large inputs
             active = slice(None)
-        bottom, top = column_range(values, active)
-        self.mid = 0.5 * (top + bottom)
+        self._set_mid(values, active)
         self.radius = truncation_radius(kernel, tol)
         self.grid = make_grid(X, grid_step(kernel, tol, d), margin_radius(kernel, tol), active)
         check_grid_size(self.grid.shape, values.shape[1] + 1)
         self._unit_weights(w)
-        self.counts = linear_bin(X, self.wb, values, self.mid, self.grid)
+        self.counts = linear_bin(X, self.wb, *self.scaled_values(), self.grid)
         self.sums, used_fft = convolve(self.counts, self.grid.shape, self.stencil(self.grid))
         self.floor = self.floor_for(used_fft, self.grid)
         self._exact = None
+
+    def _set_mid(self, values: np.ndarray, active) -> None:
+        """``mid``, the centre of each value column, and ``unit``, what the grid divides by.
+
+        ``unit`` is 1, or where the values' spread about ``mid`` passes
+        ``_VALUE_UNIT_ABOVE`` a power of two near it: the binned sums of many
+        values near the float maximum overflowed (NaN fits); powers of two
+        divide exactly.
+        """
+        bottom, top = column_range(values, active)
+        self.mid = 0.5 * top + 0.5 * bottom  # (top + bottom) overflows near the float max
+        spread = np.maximum(top - self.mid, self.mid - bottom)
+        self.unit = np.where(spread > _VALUE_UNIT_ABOVE, power_of_two(spread), 1.0)
+
+    def scaled_values(self) -> tuple[np.ndarray, np.ndarray]:
+        """Return the values and ``mid`` in units of :attr:`unit` (themselves where it is 1)."""
+        if np.all(self.unit == 1.0):
+            return self.values, self.mid
+        return self.values / self.unit, self.mid / self.unit
 
     def _unit_weights(self, w: np.ndarray) -> None:
         """Set ``wb``, the weights the grid bins: ``w`` over a power of two near its largest.
@@ -358,7 +379,7 @@ class BinnedSums:
         """
         S, good = self.interpolated(Q)
         with np.errstate(divide="ignore", invalid="ignore"):
-            out = S[:, :-1] / S[:, -1:] + self.mid
+            out = S[:, :-1] / S[:, -1:] * self.unit + self.mid
         redo = np.flatnonzero(~good)
         if len(redo):
             from . import pool

@@ -197,8 +197,7 @@ class BinnedLocalFit(BinnedSums):
         active = w > 0
         if active.all():
             active = slice(None)
-        bottom, top = column_range(values, active)
-        self.mid = 0.5 * (top + bottom)
+        self._set_mid(values, active)
         self.radius = truncation_radius(kernel, tol)
         step = self._node_step(kernel, tol, d)
         self.grid = make_grid(X, step, margin_radius(kernel, tol), active)
@@ -243,12 +242,13 @@ class BinnedLocalFit(BinnedSums):
         exps = exponents(grid.lo.size, mom.top)
         K = stencil(self.kernel, grid.step, self.radius, 1.0, power)
         stencils = moment_stencils(K, grid.step, exps)
+        values, mid = self.scaled_values()
         if sums_fit(grid.shape, mom.n_plain + n_y * k):
-            plain, targets = offset_bin(self.X, self.wb, self.values, self.mid, grid, exps, n_y)
+            plain, targets = offset_bin(self.X, self.wb, values, mid, grid, exps, n_y)
             return node_moments(plain, targets, grid.shape, stencils, exps, n_y)
 
         def bin_one(b: int) -> np.ndarray:
-            plain, targets = offset_bin(self.X, self.wb, self.values, self.mid, grid,
+            plain, targets = offset_bin(self.X, self.wb, values, mid, grid,
                                         exps[b : b + 1], int(b < n_y))  # fmt: skip
             return np.concatenate([plain, targets[0]]) if b < n_y else plain
 
@@ -299,7 +299,8 @@ class BinnedLocalFit(BinnedSums):
             part = self._blend(Q[rows], slopes)
             out[rows], redo[rows] = part[0], part[2]
             if slopes:
-                grad[rows] = part[1]
+                grad[rows] = part[1] * self.unit
+        out *= self.unit
         out += self.mid
         return out, grad, redo
 

@@ -104,9 +104,10 @@ def _loo_one(binned: BinnedSums, grid: Grid, counts, points: _Points, factor: fl
     kernels = compiled()
     if kernels is not None:
         kernels.binned_loo(points.flat, points.lam, points.pairs, taps, sums, binned.wb,
-                           binned.values, binned.mid, floor, out, below)  # fmt: skip
+                           *binned.scaled_values(), floor, out, below)  # fmt: skip
     else:
         _loo_ratios(points, sums, taps, binned, floor, out, below)
+    out *= binned.unit
     return np.flatnonzero(below)
 
 
@@ -114,9 +115,10 @@ def _loo_ratios(points: _Points, sums, taps, binned: BinnedSums, floor: float, o
     """Run the numpy passes of ``_compiled.binned_loo``: ratios, and which rows are below."""
     own = binned.wb * (taps @ points.pairs)
     den = _interpolated(points, sums[-1]) - own
+    values, mid = binned.scaled_values()
     with np.errstate(divide="ignore", invalid="ignore"):
-        for o, m in enumerate(binned.mid):
-            num = _interpolated(points, sums[o]) - own * (binned.values[:, o] - m)
+        for o, m in enumerate(mid):
+            num = _interpolated(points, sums[o]) - own * (values[:, o] - m)
             out[:, o] = num / den + m
     np.logical_not(den > floor, out=below)
 
@@ -131,7 +133,7 @@ def _interpolated(points: _Points, values: np.ndarray) -> np.ndarray:
 
 def _exact_rows(binned: BinnedSums, rows, factor: float, fallback: str, tree) -> np.ndarray:
     """Exact leave-one-out ratios at ``rows``: neighbours within the radius, self by index."""
-    X, w, V = binned.X, binned.wb, binned.values
+    X, w, V = binned.X, binned.wb, binned.scaled_values()[0]
     radius = binned.radius * factor
     neighbours, distances = tree.query_radius(X[rows], r=radius, return_distance=True)
     out = np.empty((len(rows), V.shape[1]))
@@ -147,7 +149,7 @@ def _exact_rows(binned: BinnedSums, rows, factor: float, fallback: str, tree) ->
             _, near = tree.query(X[i : i + 1], k=2)
             other = near[0][near[0] != i][0]
             out[t] = V[other]
-    return out
+    return out * binned.unit
 
 
 def loo_pool(binned: BinnedSums, factors, fallback: str = "nearest") -> np.ndarray:

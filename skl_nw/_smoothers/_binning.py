@@ -103,7 +103,7 @@ def mean_std(binned: BinnedSums, Q: np.ndarray, Z: np.ndarray, exact: Callable):
     S, good = binned.interpolated(Q)
     factor, good = _grid_factor(binned, Q, S, good)
     with np.errstate(divide="ignore", invalid="ignore"):
-        fit = S[:, :-1] / S[:, -1:] + binned.mid
+        fit = S[:, :-1] / S[:, -1:] * binned.unit + binned.mid
     std = np.sqrt(np.maximum(sigma2, 0.0) * factor[:, None])
     rows = np.flatnonzero(redo | ~good)
     if len(rows):

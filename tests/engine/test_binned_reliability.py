@@ -8,6 +8,7 @@ import pickle
 
 import numpy as np
 import pytest
+from numpy.testing import assert_allclose, assert_array_equal
 
 from skl_nw import LocalPolynomialRegressor, NadarayaWatsonRegressor, ParzenClassifier
 from skl_nw._engine import npar
@@ -244,3 +245,24 @@ def test_integer_targets_are_numbers(make):
     Q = np.array([[0.25], [0.5]])
     got = make(algorithm="binned").fit(X, y).predict(Q)
     np.testing.assert_array_equal(got, make(algorithm="binned").fit(X, y.astype(float)).predict(Q))
+
+
+@pytest.mark.parametrize("make", [NadarayaWatsonRegressor, LocalPolynomialRegressor])
+def test_targets_near_the_float_maximum_on_the_grid(rng, make):
+    # The grid's sums of many values near 1.7e308 overflowed: NaN fits, standard errors
+    # and leave-one-out predictions. Binned in units of a power of two near their spread,
+    # they are those of y / 2^1023 times 2^1023, exactly.
+    X = rng.uniform(0, 1, (2000, 1))
+    Q = rng.uniform(0.05, 0.95, (3000, 1))  # many: the grid's standard errors
+    for y in (1e308 * np.clip(rng.normal(size=2000), -1.7, 1.7), 1.7e308 * X[:, 0]):
+        big = make(0.05, algorithm="binned").fit(X, y)
+        small = make(0.05, algorithm="binned").fit(X, np.ldexp(y, -1023))
+        mean, std = big.predict(Q, return_std=True)
+        want_mean, want_std = small.predict(Q, return_std=True)
+        assert np.isfinite(mean).all() and np.isfinite(std).all()
+        assert_array_equal(mean, np.ldexp(want_mean, 1023))
+        assert_allclose(std, np.ldexp(want_std, 1023), rtol=1e-12)
+        assert_array_equal(big.predict(Q), np.ldexp(small.predict(Q), 1023))
+        if make is NadarayaWatsonRegressor:
+            loo = big._leave_one_out().predictions([1.0, 1.5])
+            assert_array_equal(loo, np.ldexp(small._leave_one_out().predictions([1.0, 1.5]), 1023))
