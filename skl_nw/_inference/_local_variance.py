@@ -169,8 +169,7 @@ def _robust_line(r: np.ndarray, w: np.ndarray, Phi: np.ndarray) -> np.ndarray:
             weight = w * np.square(np.clip(1.0 - np.square(res / s), 0.0, None))
     mean = np.zeros_like(beta)
     mean[0] = np.average(r, weights=w)
-    shrunk = _weighted_median(np.abs(res), w) <= _weighted_median(np.abs(r - mean[0]), w)
-    return beta if shrunk else mean
+    return beta if s <= 6.0 * _weighted_median(np.abs(r - mean[0]), w) else mean
 
 
 def _weighted_median(a: np.ndarray, w: np.ndarray) -> float:
@@ -179,6 +178,9 @@ def _weighted_median(a: np.ndarray, w: np.ndarray) -> float:
     Half to a relative 1e-9: integer weights come back from their logs a few
     ulps off, and must pick the value that the rows repeated pick.
     """
+    if w.min() == w.max():  # equal weights: the lower median, by partition
+        middle = (len(a) - 1) // 2
+        return float(np.partition(a, middle)[middle])
     order = np.argsort(a, kind="stable")
     cumulative = np.cumsum(w[order])
     half = 0.5 * cumulative[-1] * (1.0 - 1e-9)
