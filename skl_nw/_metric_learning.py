@@ -260,14 +260,15 @@ class MLKR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         def loss_grad_of_w(W, **kwargs):  # what init="auto" scores its scales with
             return loss_grad(W * x_unit, **kwargs)
 
-        W0 = self._initial(X, y, w, r, rng, loss_grad_of_w)
+        W0 = self._initial(X, Y_s.reshape(y.shape), w, r, rng, loss_grad_of_w)  # y in units
         V0 = W0 * x_unit
         full = self.batch_size == "auto" and len(X) <= _FULL_BATCH_MAX_ROWS
         full = full or (self.batch_size != "auto" and self.batch_size >= len(X))
         fit = _lbfgs if full else _adam
         V, self.n_iter_, curve = fit(self, V0, loss_grad, log_w, rng)
         self.components_ = W0 if V is V0 else V / x_unit  # the start kept: to the bit
-        self.loss_curve_ = [loss * y_unit**2 for loss in curve]
+        with np.errstate(over="ignore"):  # a loss beyond the float range is inf
+            self.loss_curve_ = [float(np.float64(loss) * y_unit * y_unit) for loss in curve]
         self.best_loss_ = min(self.loss_curve_)
         return self
 

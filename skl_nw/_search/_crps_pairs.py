@@ -175,7 +175,7 @@ def chebyshev_points(span: float, s: float, pieces: int, tol: float) -> int:
     a, b = _RHO_A, _RHO_B
     if not R / s < 1e100:  # far beyond any count of points tried
         return _MAX_POINTS + 1
-    log_e = (R * b) ** 2 / (2.0 * s * s)  # log |exp(-z^2 / (2 s^2))| on the ellipse
+    log_e = 0.5 * (R * b / s) ** 2  # log |exp(-z^2 / (2 s^2))| on the ellipse (scale first)
     size = np.log(np.hypot(R * a + far, R * b))
     log_k = np.logaddexp(size + np.logaddexp(0.0, log_e), np.log(s * _ROOT_2_OVER_PI) + log_e)
     points = _MAX_POINTS

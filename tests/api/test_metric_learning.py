@@ -183,6 +183,11 @@ def test_equivariant_in_the_units_of_x_and_y(batch_size):
         np.testing.assert_allclose(mlkr.components_ * cx, base.components_, rtol=rtol)
         np.testing.assert_allclose(np.array(mlkr.loss_curve_) / cy**2, base.loss_curve_,
                                    rtol=max(rtol, 1e-12))  # fmt: skip
+    # y at 1e200: the losses' squares pass the float range (inf), the metric does not;
+    # the scale to the losses was a Python float's ** 2, which raised OverflowError.
+    mlkr = MLKR(**params).fit(X, y * 1e200)
+    np.testing.assert_allclose(mlkr.components_, base.components_, rtol=1e-7)
+    assert np.isposinf(mlkr.loss_curve_).all()
 
 
 def test_learned_metric_beats_per_feature_bandwidths_on_hidden_directions():

@@ -241,3 +241,17 @@ def test_a_search_with_categorical_features_warns_nothing(recwarn):
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)], [
         str(w.message) for w in recwarn
     ]
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e-200, 1e200, 1e300])
+def test_selection_in_tiny_and_huge_units_of_y(scale):
+    # The Chebyshev bound squared y-sized lengths before dividing: inf / inf (or 0 / 0)
+    # from |y| ~ 1e200 (1e-200), a NaN count of points and a ValueError. The bandwidths
+    # are those of y, y_bandwidth_ scaled.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 2))
+    y = np.sin(X[:, 0]) + 0.2 * rng.normal(size=120)
+    base = BandwidthSearchCV(NadarayaWatsonRegressor(), criterion="crps").fit(X, y)
+    got = BandwidthSearchCV(NadarayaWatsonRegressor(), criterion="crps").fit(X, y * scale)
+    np.testing.assert_allclose(got.bandwidth_, base.bandwidth_, rtol=1e-12)
+    np.testing.assert_allclose(got.y_bandwidth_, base.y_bandwidth_ * scale, rtol=1e-12)
