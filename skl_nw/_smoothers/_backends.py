@@ -147,9 +147,38 @@ class BinnedBackend:
         return self.sums.pool(Q, fallback, options)
 
     def class_log_sums(self, Q, kernel, options: _engine.Options) -> np.ndarray:
-        """Log of the binned pooled one-hot labels (queries far from the grid: nearest node)."""
+        """Log of the binned pooled one-hot labels; exact in log space where one underflows.
+
+        A probability below the smallest normal float (far from the data: the
+        Gaussian's ``exp(-999.5)``) has lost its digits in linear space; those
+        rows take the exact path's log sums, ``-inf`` only where a class has
+        exactly no weight.
+        """
+        P = self.pool(Q, kernel, "nearest", options)
         with np.errstate(divide="ignore"):
-            return np.log(np.maximum(self.pool(Q, kernel, "nearest", options), 0.0))
+            L = np.log(np.maximum(P, 0.0))
+        rows = np.flatnonzero((P < np.finfo(float).tiny).any(axis=1))
+        if len(rows):
+            L[rows] = _engine.class_log_sums(Q[rows], self._by_class(), kernel, relative=True,
+                                             options=options)  # fmt: skip
+        return L
+
+    def __getstate__(self) -> dict:
+        """Return the state to pickle, without the set grouped by class (rebuilt on need)."""
+        state = self.__dict__.copy()
+        state.pop("_classes", None)
+        return state
+
+    def _by_class(self) -> _engine.TrainSet:
+        """Return the exact training set grouped by class (the one-hot labels), on first need."""
+        if getattr(self, "_classes", None) is None:
+            sums = self.sums
+            with np.errstate(divide="ignore"):
+                log_w = np.log(sums.w)
+            self._classes = _engine.prepare_train(
+                sums.X, log_w=log_w, values=sums.values, groups=np.argmax(sums.values, axis=1)
+            )
+        return self._classes
 
     def mean_std(self, Q, Z, exact: Callable):
         """Nadaraya–Watson's fit and standard error on the grid (see :func:`_binning.mean_std`)."""

@@ -266,3 +266,21 @@ def test_targets_near_the_float_maximum_on_the_grid(rng, make):
         if make is NadarayaWatsonRegressor:
             loo = big._leave_one_out().predictions([1.0, 1.5])
             assert_array_equal(loo, np.ldexp(small._leave_one_out().predictions([1.0, 1.5]), 1023))
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+def test_parzen_log_probabilities_far_from_the_data_are_the_exact_paths(rng, kernel):
+    # Off the grid the exact path pooled the one-hot labels in linear space, where
+    # exp(-999.5) is 0: log probabilities of -inf (and 0.5 / 0.5 1e6 away, the nearest
+    # node's). Rows with an underflowing probability take the exact log sums by class:
+    # the Gaussian's softmax, and -inf only where a compact kernel has no weight.
+    X = rng.normal(size=(500, 1))
+    y = (X[:, 0] > 0).astype(int)
+    Q = np.array([[0.1], [6.0], [10.0], [40.0], [1e6], [-1e3]])
+    binned = ParzenClassifier(0.3, kernel=kernel, algorithm="binned").fit(X, y)
+    brute = ParzenClassifier(0.3, kernel=kernel, algorithm="brute").fit(X, y)
+    got, want = binned.predict_log_proba(Q)[1:], brute.predict_log_proba(Q)[1:]
+    assert_array_equal(np.isneginf(got), np.isneginf(want))
+    finite = np.isfinite(want)
+    assert_allclose(got[finite], want[finite], rtol=1e-9, atol=1e-12)
+    assert_allclose(binned.predict_log_proba(Q[:1]), brute.predict_log_proba(Q[:1]), atol=1e-3)
