@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from conftest import naive_rule_of_thumb, naive_std, robust_line_residuals
+from conftest import naive_predict, naive_rule_of_thumb, naive_std, robust_line_residuals
 from skl_nw import (
     BandwidthSearchCV,
     LocalPolynomialRegressor,
@@ -225,3 +225,30 @@ def test_r2_score_does_not_depend_on_the_scale_of_y(rng, name, factor):
     expected = ESTIMATORS[name]().fit(X, y).score(X, y)
     assert_allclose(ESTIMATORS[name]().fit(X, y * factor).score(X, y * factor), expected,
                     rtol=1e-12)  # fmt: skip
+
+
+@pytest.mark.parametrize("algorithm", ["brute", "kd_tree", "binned"])
+@pytest.mark.parametrize("offset", [1e12, -3e15])
+def test_inputs_far_from_zero_keep_their_digits(rng, offset, algorithm):
+    # X / h rounded each coordinate at the offset's size before the data was centred:
+    # relative errors of 6e-4 at h = 0.6 (h = 0.5 or 1 divide exactly, and hid it). The
+    # inputs are now shifted by their mid-range first. Dense: the same data at 0 (the
+    # subtraction of the offset is exact here).
+    X = rng.normal(size=(200, 1)) + offset
+    Q = np.linspace(-2.0, 2.0, 9)[:, None] + offset
+    X0, Q0 = X - offset, Q - offset  # exact (Sterbenz): the same points at 0
+    y = np.cos(X0[:, 0])
+    h = 0.6
+    got = NadarayaWatsonRegressor(h, algorithm=algorithm).fit(X, y).predict(Q)
+    if algorithm == "binned":  # within binned_tol of the dense formula; the grid's at 0
+        want = NadarayaWatsonRegressor(h, algorithm=algorithm).fit(X0, y).predict(Q0)
+    else:
+        want = naive_predict(X0, y, Q0, h)
+    assert_allclose(got, want, rtol=1e-9)
+    if algorithm != "binned":
+        local = LocalPolynomialRegressor(h, algorithm=algorithm).fit(X, y).predict(Q)
+        want = LocalPolynomialRegressor(h, algorithm=algorithm).fit(X0, y).predict(Q0)
+        assert_allclose(local, want, rtol=1e-9)
+        grad = NadarayaWatsonRegressor(h, algorithm=algorithm).fit(X, y).predict_gradient(Q)
+        assert_allclose(grad, NadarayaWatsonRegressor(h).fit(X0, y).predict_gradient(Q0),
+                        rtol=1e-9, atol=1e-12)  # fmt: skip
