@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._engine import power_of_two
 from ._formulas import criterion_of_outputs
 
 __all__ = ["SmootherSummary"]
@@ -122,7 +123,8 @@ def summarize(estimator) -> SmootherSummary:
     fitted, loo_pred = fits[0], loo.predictions(np.ones(1), n_jobs=estimator.n_jobs)[0]
     n = float(w.sum())
     trace = float(hat[0].sum())
-    per_output = w @ (Y - fitted) ** 2 / n  # sigma^2 of each output
+    v = w / power_of_two(w.max())  # the means' weights, whose sums stay finite (w ~ 1e308)
+    per_output = v @ (Y - fitted) ** 2 / v.sum()  # sigma^2 of each output
     return SmootherSummary(
         estimator=type(estimator).__name__,
         n_samples=len(Y),
@@ -133,8 +135,8 @@ def summarize(estimator) -> SmootherSummary:
         trace=trace,
         residual_df=n - trace,
         sigma2=float(per_output.mean()),
-        r2=_r2(Y, fitted, w),
-        loo_mse=float(w @ ((Y - loo_pred) ** 2).mean(axis=1) / n),
+        r2=_r2(Y, fitted, v),
+        loo_mse=float(v @ ((Y - loo_pred) ** 2).mean(axis=1) / v.sum()),
         aicc=float(criterion_of_outputs(per_output[None], np.array([trace]), n, "aicc")[0]),
         gcv=float(criterion_of_outputs(per_output[None], np.array([trace]), n, "gcv")[0]),
     )

@@ -417,15 +417,17 @@ class _DensityMixin:
         )
         # The stored weights of class c sum to T_c (W_c, or pi_c with priors), and
         # sum_{i in c} w'_i K_i / T_c = sum_{i in c} w_i K_i / W_c either way.
-        w = np.exp(train.log_w)
-        T = np.add.reduceat(w, train.starts) if len(w) else np.zeros(len(train.starts))
+        # log T_c in log space: weights near 1e308 sum past the float maximum.
+        bounds = np.append(train.starts, len(train.log_w))
+        log_T = np.array([logsumexp(train.log_w[a:b]) if b > a else -np.inf
+                          for a, b in zip(bounds[:-1], bounds[1:], strict=True)])  # fmt: skip
         # Continuous features only: the discrete kernels enter unnormalised (as in
         # statsmodels' KDEMultivariate), and their bandwidths are lambdas, not widths.
         cont = ~self.is_categorical_
         d = int(cont.sum())
         const = (kernel.log_normalizer(d) if d else 0.0) - np.log(self.bandwidth_[cont]).sum()
         with np.errstate(divide="ignore", invalid="ignore"):
-            L = L - np.log(T) + const
+            L = L - log_T + const
         return np.where(np.isnan(L), -np.inf, L)
 
     def score_samples(self, X: ArrayLike) -> np.ndarray:

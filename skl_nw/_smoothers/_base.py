@@ -137,7 +137,7 @@ class _RegressorMixin(RegressorMixin):
         the predictions divided by one power of two near their largest
         magnitude (an exact division, which R^2 does not see), so that the squares of the
         residuals neither overflow (``y ~ 1e200``) nor underflow
-        (``y ~ 1e-200``).
+        (``y ~ 1e-200``); the weights alike (their sums near ``1e308``).
 
         Parameters
         ----------
@@ -157,6 +157,9 @@ class _RegressorMixin(RegressorMixin):
         Y = np.asarray(y, dtype=np.float64)
         both = np.concatenate([Y.reshape(len(Y), -1), pred.reshape(len(pred), -1)])
         unit = power_of_two(np.abs(both).max()) if both.size else 1.0
+        if sample_weight is not None:  # R^2 does not see their scale; their sums stay finite
+            sample_weight = np.asarray(sample_weight, dtype=np.float64)
+            sample_weight = sample_weight / power_of_two(np.abs(sample_weight).max(initial=0.0))
         return float(r2_score(Y / unit, pred / unit, sample_weight=sample_weight))
 
 

@@ -10,7 +10,7 @@ from sklearn.utils.multiclass import check_classification_targets
 
 from .._inference._methods import _DensityMixin
 from . import _loess
-from ._base import _NWBase
+from ._base import _NWBase, power_of_two
 
 __all__ = ["ParzenClassifier"]
 
@@ -232,7 +232,10 @@ default="from_dtype"
         n_classes = len(self.classes_)
         priors = self._check_priors(n_classes)
         Xs, w = self._fit_inputs(X, sample_weight)
-        class_weight = np.bincount(y_enc, weights=w, minlength=n_classes)
+        # In units of a power of two near the largest weight (exact): weights near 1e308
+        # sum past the float maximum (NaN priors).
+        unit = power_of_two(w.max())
+        class_weight = np.bincount(y_enc, weights=w / unit, minlength=n_classes)
         self.class_prior_ = class_weight / class_weight.sum() if priors is None else priors
         self._class_weight = class_weight  # for the densities of score_samples
 
@@ -240,7 +243,7 @@ default="from_dtype"
             # P(c | q) ∝ pi_c sum_{i in c} w_i K_i / W_c: rescale each class's weights.
             # w_i / W_c <= 1 cannot overflow; a class of zero weight gives 0 / 0 -> 0.
             with np.errstate(divide="ignore", invalid="ignore"):
-                w = w / class_weight[y_enc] * priors[y_enc]
+                w = w / unit / class_weight[y_enc] * priors[y_enc]
             w = np.where(np.isfinite(w), w, 0.0)
         _loess.build(self, None, Xs, w, np.eye(n_classes)[y_enc], groups=y_enc)
         return self

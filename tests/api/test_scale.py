@@ -252,3 +252,25 @@ def test_inputs_far_from_zero_keep_their_digits(rng, offset, algorithm):
         grad = NadarayaWatsonRegressor(h, algorithm=algorithm).fit(X, y).predict_gradient(Q)
         assert_allclose(grad, NadarayaWatsonRegressor(h).fit(X0, y).predict_gradient(Q0),
                         rtol=1e-9, atol=1e-12)  # fmt: skip
+
+
+def test_weights_near_the_float_maximum(rng):
+    # Sums of 120 weights of 1e308 pass the float maximum: score, summary()'s sigma^2,
+    # R^2 and LOO MSE, Parzen's priors and densities were NaN. None depends on the
+    # weights' scale: they are those of unit weights (n, their sum, is inf).
+    from skl_nw import ParzenClassifier
+
+    X = rng.normal(size=(120, 2))
+    y = np.sin(X[:, 0]) + 0.2 * rng.normal(size=120)
+    labels = (y > 0).astype(int)
+    ones, big = np.ones(120), np.full(120, 1e308)
+    reg = NadarayaWatsonRegressor(0.5)
+    a, b = reg.fit(X, y, ones).summary(), reg.fit(X, y, big).summary()
+    assert_allclose(reg.score(X, y, big), reg.fit(X, y, ones).score(X, y, ones), rtol=1e-12)
+    for field in ("sigma2", "r2", "loo_mse"):
+        assert_allclose(getattr(b, field), getattr(a, field), rtol=1e-12)
+    clf = ParzenClassifier(0.5)
+    want = clf.fit(X, labels, ones).score_samples(X[:5])
+    prior = clf.class_prior_
+    assert_allclose(clf.fit(X, labels, big).score_samples(X[:5]), want, rtol=1e-12)
+    assert_allclose(clf.class_prior_, prior, rtol=1e-12)
