@@ -145,10 +145,10 @@ def _exact_rows(binned: BinnedSums, rows, factor: float, fallback: str, tree) ->
             out[t] = weights @ V[idx] / weights.sum()
         elif fallback == "nan":
             out[t] = np.nan
-        else:  # the h -> 0 limit: the nearest other point
-            _, near = tree.query(X[i : i + 1], k=2)
-            other = near[0][near[0] != i][0]
-            out[t] = V[other]
+        else:  # the h -> 0 limit: the nearest other point (none: one row)
+            _, near = tree.query(X[i : i + 1], k=min(2, len(X)))
+            others = near[0][near[0] != i]
+            out[t] = V[others[0]] if len(others) else np.nan
     return out * binned.unit
 
 

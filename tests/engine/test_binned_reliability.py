@@ -284,3 +284,13 @@ def test_parzen_log_probabilities_far_from_the_data_are_the_exact_paths(rng, ker
     finite = np.isfinite(want)
     assert_allclose(got[finite], want[finite], rtol=1e-9, atol=1e-12)
     assert_allclose(binned.predict_log_proba(Q[:1]), brute.predict_log_proba(Q[:1]), atol=1e-3)
+
+
+def test_summary_of_one_row_on_the_grid_is_the_exact_paths():
+    # The leave-one-out's fallback asked the tree for two neighbours of the only row:
+    # summary() raised a ValueError where brute force gives NaN (no other row).
+    exact = NadarayaWatsonRegressor(algorithm="brute").fit([[0.0]], [1.0]).summary()
+    binned = NadarayaWatsonRegressor(algorithm="binned").fit([[0.0]], [1.0]).summary()
+    for field in ("trace", "sigma2", "loo_mse"):
+        assert_array_equal(getattr(binned, field), getattr(exact, field))
+    assert np.isnan(binned.loo_mse)
