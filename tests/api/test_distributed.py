@@ -42,9 +42,13 @@ def _data(rng, n=3000, d=2):
 
 
 def _ran_on_cluster(stream, client):
-    """The task stream recorded tasks, on both workers."""
+    """The task stream recorded tasks, every one on a worker of the cluster.
+
+    Which workers take them is the scheduler's choice: under load (the suite runs
+    beside this test) one worker can take them all, as it did once in CI.
+    """
     workers = {task["worker"] for task in stream.data}
-    return len(stream.data) > 0 and workers == set(client.scheduler_info()["workers"])
+    return len(stream.data) > 0 and workers <= set(client.scheduler_info()["workers"])
 
 
 # --------------------------------------------------------------------------
