@@ -219,6 +219,18 @@ class Context:
         )
 
 
+def check_two_points(count: int, who: str, points: str = "training points") -> None:
+    """Raise where fewer than 2 ``points`` of positive weight score each other.
+
+    The routes that leave each point out (closed form, spans, the CRPS) say so
+    in the words scikit-learn's checks look for ("1 sample").
+    """
+    if count < 2:
+        raise ValueError(
+            f"{who} needs at least 2 {points} with positive weight; got {count} (1 sample)."
+        )
+
+
 def _candidate(value, d: int, continuous: np.ndarray) -> np.ndarray:
     """One given candidate as a bandwidth vector of shape (d,), validated."""
     h = np.asarray(value)

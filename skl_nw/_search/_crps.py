@@ -37,7 +37,7 @@ from .._inference._mixture import Mixture, Weights, check_y_kernel, y_bandwidth_
 from .._smoothers._base import check_weights
 from .._smoothers._nadaraya_watson import NadarayaWatsonRegressor
 from .._smoothers._quantile import KernelQuantileRegressor
-from ._context import Selection
+from ._context import Selection, check_two_points
 from ._crps_pairs import PairTerms, abs_mean, pair_matrix, pair_tol
 from ._results import edge_of, warn_at_edge
 
@@ -307,11 +307,9 @@ def fit_distribution(ctx, X, y, sample_weight) -> Selection:
     """Select by the criteria "crps" and "pinball" on validated data."""
     check_distribution(ctx, y)
     w = check_weights(sample_weight, X)
-    if np.count_nonzero(w) < 2:
-        raise ValueError(
-            f"criterion={ctx.criterion!r} scores each point by the others: it needs at least "
-            f"2 training points with positive weight; got {np.count_nonzero(w)} (1 sample)."
-        )
+    check_two_points(
+        np.count_nonzero(w), f"criterion={ctx.criterion!r} scores each point by the others: it"
+    )
     h_all = ctx.candidates(X, w)
     y_all = _y_candidates(ctx, X, y, w)
     start = time.perf_counter()

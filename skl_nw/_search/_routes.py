@@ -25,7 +25,7 @@ from sklearn.utils.validation import validate_data
 from .._smoothers._base import check_weights
 from . import _mixed
 from ._auto import CENTRED_FACTORS, resolve_method
-from ._context import Selection
+from ._context import Selection, check_two_points
 from ._gradient import lbfgs, sgd
 from ._grid import grid_cv, grid_loo
 from ._progress import Progress, _bandwidths, _say, announce
@@ -76,11 +76,7 @@ def closed_form(ctx, X, y, w_nw, w_score) -> Selection:
         Xu, yu, wu = _collapse(X, y, check_weights(w_nw, X))
     else:
         Xu, yu, wu = _mixed.collapse(X, Xnum, y, check_weights(w_nw, Xnum), _collapse)
-    if len(Xu) < 2:
-        raise ValueError(
-            "Leave-one-out needs at least 2 distinct training points with positive "
-            f"weight; got {len(Xu)} (1 sample)."
-        )
+    check_two_points(len(Xu), "Leave-one-out", "distinct training points")
     yu = ctx.scaled_targets(yu, wu)
     at_rule = clone(ctx.estimator).set_params  # the protocol object at the rule of thumb
     ctx.method_ = resolve_method(ctx, cats, lambda: at_rule(

@@ -23,7 +23,7 @@ from sklearn.model_selection import GridSearchCV
 
 from .._engine import npar
 from .._smoothers._base import check_weights
-from ._context import Selection
+from ._context import Selection, check_two_points
 from ._progress import Progress, _say
 from ._results import caller_level, grid_results, rename_results
 
@@ -85,11 +85,7 @@ def fit_span(ctx, X, y, routed, loo_cv: bool) -> Selection:
             span_=grid.best_params_["span"], best_estimator_=grid.best_estimator_,
         )  # fmt: skip
     w = check_weights(routed.nw, X)
-    if np.count_nonzero(w) < 2:
-        raise ValueError(
-            "Leave-one-out needs at least 2 training points with positive weight; got "
-            f"{np.count_nonzero(w)} (1 sample)."
-        )
+    check_two_points(np.count_nonzero(w), "Leave-one-out")
     yu = ctx.scaled_targets(np.asarray(y), w)
     ctx.progress = Progress(ctx.verbose)
     if ctx.verbose:
