@@ -16,9 +16,9 @@ points, whether or not the continuous kernel reaches them (a compact
 kernel's empty neighbourhood then takes its fallback among them, the
 nearest of its own category, as one model per category would); a query
 whose categories no point shares sees the points that differ in the fewest
-(the ``lambda -> 0`` limit).  Before, a point of another category in reach
-outweighed those of the query's own out of reach, and so did one 14,000
-Gaussian bandwidths nearer.
+(the ``lambda -> 0`` limit).  As a weight, ``LOG_ZERO`` would let a point of
+another category in reach outweigh those of the query's own out of reach, or
+one 14,000 Gaussian bandwidths nearer.
 """
 
 from __future__ import annotations
@@ -92,18 +92,19 @@ def left_out(D: np.ndarray, best: np.ndarray) -> np.ndarray:
     return D < best + _MARGIN
 
 
-def nearest_counted(Q: np.ndarray, A: np.ndarray, train, exclude=None):
+def nearest_counted(Q: np.ndarray, A: np.ndarray, train, best: np.ndarray, exclude=None):
     """``(row, col)`` of each query's nearest counted point(s) of positive weight (ties: all).
 
-    By direct differences, query by query: for the rows of a compact
-    kernel's fallback whose nearest points of all do not count (few).
+    ``best`` the queries' :func:`best_discrete`.  By direct differences, query
+    by query: for the rows of a compact kernel's fallback whose nearest
+    points of all do not count (few).
     """
-    best = best_discrete(A, train, exclude)
     active = np.isfinite(train.log_w)
+    every = np.arange(train.n_samples)
     rows, cols = [], []
     for i in range(len(Q)):
         S = ((train.X - Q[i]) ** 2).sum(axis=1)
-        D = A[i, train.offsets + train.codes].sum(axis=1)
+        D = discrete_entries(A[i : i + 1], train, np.zeros_like(every), every)
         S[~active | left_out(D, best[i])] = np.inf
         if exclude is not None:
             S[exclude[i]] = np.inf

@@ -55,6 +55,9 @@ class MixedLeaveOneOut:
         self.codes = train.to_caller(train.codes)
         self.cells, self.cell_of = np.unique(self.codes, axis=0, return_inverse=True)
         self.cell_of = self.cell_of.ravel()
+        # Points of positive weight, and per cell (the cells any row may count).
+        self.live = train.to_caller(np.isfinite(train.log_w))
+        self.live_counts = np.bincount(self.cell_of[self.live], minlength=len(self.cells))
         self._cellset = None
 
     def fits(self, factors, n_jobs=None, lambdas=None):
@@ -143,12 +146,11 @@ class MixedLeaveOneOut:
         (:func:`skl_nw._engine._discrete.left_out`, against the best cell of
         points of positive weight; ``loo``: without the row itself.)
         """
-        live = self.train.to_caller(np.isfinite(self.train.log_w))
-        counts = np.bincount(self.cell_of[live], minlength=len(self.cells))
+        counts = self.live_counts
         present = np.broadcast_to(counts > 0, logL.shape).copy()
         if loo:
             own = self.cell_of[rows]
-            present[np.arange(len(rows)), own] &= counts[own] - live[rows] > 0
+            present[np.arange(len(rows)), own] &= counts[own] - self.live[rows] > 0
         best = np.where(present, logL, -np.inf).max(axis=1, keepdims=True, initial=-np.inf)
         return np.where(left_out(logL, best), -np.inf, logL)
 

@@ -224,7 +224,7 @@ def _counted_nearest(Q, A, train, exclude, best, row, col):
     missing = np.setdiff1d(np.arange(len(Q)), row)
     if missing.size:
         ex = None if exclude is None else exclude[missing]
-        r, c = _discrete.nearest_counted(Q[missing], A[missing], train, ex)
+        r, c = _discrete.nearest_counted(Q[missing], A[missing], train, best[missing], ex)
         row, col = np.concatenate([row, missing[r]]), np.concatenate([col, c])
     return row, col
 
