@@ -312,9 +312,10 @@ def robust_line_residuals(X, y, sample_weight=None, steps=2):
     for step in range(steps + 1):
         root = np.sqrt(weight)
         r = y - Phi @ np.linalg.lstsq(root[:, None] * Phi, root * y, rcond=None)[0]
-        a = np.sort(np.abs(r)[w > 0])
-        share = np.cumsum(w[w > 0][np.argsort(np.abs(r)[w > 0], kind="stable")])
-        s = 6 * a[np.argmax(share >= share[-1] / 2)]
+        a, v = np.abs(r)[w > 0], w[w > 0]
+        order = np.argsort(a, kind="stable")
+        share = np.cumsum(v[order])
+        s = 6 * a[order][np.argmax(share >= share[-1] / 2)]
         if step == steps or s == 0:
             return r
         weight = w * np.clip(1 - (r / s) ** 2, 0, None) ** 2
