@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -108,11 +109,17 @@ def write_json(path: str | None, payload: dict) -> None:
 @contextlib.contextmanager
 def numpy_engine():
     """Run skl_nw on its numpy passes (its path without numba), for side-by-side rows."""
-    from skl_nw._engine import _dense
+    from skl_nw._engine._loader import compiled
 
-    saved = _dense.compiled
-    _dense.compiled = lambda: None
+    users = [
+        module
+        for name, module in sys.modules.items()
+        if name.startswith("skl_nw.") and getattr(module, "compiled", None) is compiled
+    ]
+    for module in users:
+        module.compiled = lambda: None
     try:
         yield
     finally:
-        _dense.compiled = saved
+        for module in users:
+            module.compiled = compiled

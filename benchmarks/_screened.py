@@ -6,7 +6,7 @@ below its row's largest adds less than ``n e^-T = e^-40`` (eps / 50) of the
 row's sum, so the sums without it are the full sums to rounding; at d = 32
 and h = 0.5 on standard normal data 88% of the pairs are such.
 :func:`exp_screened` finds them from float32 log weights (the folded dot
-product of ``_dense.FoldedKeys`` in the tiles of ``_compiled_tiled``, twice
+product of ``_folded.FoldedKeys`` in the tiles of ``_compiled_tiled``, twice
 the lanes of float64), skipping a pair only when its screened value lies
 below the row's largest by more than ``T`` plus twice the screen's rounding
 bound (:func:`margins`); the kept pairs get their exact log weight from direct
@@ -90,7 +90,7 @@ def exp_screened(P, KT, Q, X, slope, off, margin, VT, out):  # pragma: no cover 
     """``exp_diff_tiled``'s sums over the pairs the screen keeps; return their number.
 
     ``P`` (m, c + 1) and ``KT`` (c + 1, n), float32: the folded queries and
-    keys (``_dense.FoldedKeys``, ``c % 4 == 0``) whose product is the screened
+    keys (``_folded.FoldedKeys``, ``c % 4 == 0``) whose product is the screened
     log weight up to a per-row constant.  ``Q`` (m, c) and ``X`` (n, c),
     float64, and ``slope``, ``off``: the exact log weight
     ``slope |Q_i - X_j|^2 + off_j``.  A pair is kept when its screened log

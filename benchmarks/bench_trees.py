@@ -403,7 +403,7 @@ def fast_brute(Xs: np.ndarray, kernel) -> bool:
     """Whether brute force folds the kernel into one GEMM for queries like the data.
 
     ``algorithm="auto"``'s own prediction (``skl_nw._engine._auto._folds``): the
-    test of ``_dense.FoldedKeys.sums`` with the query norms taken as the 99th
+    test of ``_folded.FoldedKeys.sums`` with the query norms taken as the 99th
     percentile of the training norms.  Without the compiled kernels, where it
     holds the Gaussian's brute force costs about 2 ns per pair instead of
     10-20; with them its rows past the bound take the same fused pass unfolded.

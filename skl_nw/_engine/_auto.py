@@ -70,7 +70,7 @@ def neighbour_fraction(X: np.ndarray, log_w: np.ndarray, kernel: Kernel, rtol: f
 
 
 def _folds(X: np.ndarray, kernel: Kernel) -> bool:
-    """Whether brute force will take the folded single-GEMM path (``_dense.FoldedKeys``).
+    """Whether brute force will take the folded single-GEMM path (``_folded.FoldedKeys``).
 
     Queries are not known at fit: the 99th percentile of the training norms
     stands for theirs.  Folded, brute force costs about 2 ns per pair, so it

@@ -1,7 +1,7 @@
 """Optional compiled kernel (numba): the exponential and the weighted row sums in one pass.
 
 For the Gaussian the engine gets every log weight of a chunk from one GEMM
-(see ``_dense.FoldedKeys``); what is left per pair is ``exp`` and two
+(see ``_folded.FoldedKeys``); what is left per pair is ``exp`` and two
 multiply-adds.  numpy needs two passes over the chunk for that (``np.exp`` in
 place, then a matrix-vector product); these kernels read each log weight once
 and never write the weights back (1.5-2.5x the pairs per second, see the
@@ -229,7 +229,7 @@ def exp_sums(A, VT, out):  # pragma: no cover - compiled
 def exp_dot_sums(Qk, KT, VT, out):  # pragma: no cover - compiled
     """:func:`exp_sums` of ``A_ij = Qk[i, :c] . KT[:c, j] + KT[c, j] + Qk[i, c]`` (all ``<= 0``).
 
-    The folded keys (``_dense.FoldedKeys``) without their column of ones:
+    The folded keys (``_folded.FoldedKeys``) without their column of ones:
     ``Qk`` (m, c + 1) per query, ``KT`` (c + 1, n) per training point, ``c``
     the number of features; each log weight is taken in the exponential's
     pass (``c`` multiply-adds and two adds) instead of by a GEMM that writes

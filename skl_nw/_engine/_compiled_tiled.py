@@ -1,7 +1,7 @@
 """Compiled kernels that take each log weight in registers, four query rows at a time.
 
 The Gaussian's log weight of a pair is a dot product of folded keys
-(``_dense.FoldedKeys``) or, from the inputs themselves, a slope times a sum of
+(``_folded.FoldedKeys``) or, from the inputs themselves, a slope times a sum of
 squared differences.  A fused kernel that takes either one feature at a time
 over whole rows reads and writes the row once per feature; these kernels work
 on blocks of ``_BLOCK`` training points (in L1) for ``_TILE`` query rows at a

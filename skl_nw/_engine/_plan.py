@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._kernels import Kernel
-from . import _dense, _span, _tree
+from . import _dense, _folded, _span, _tree
 from ._chunks import Options, budget
 
 # At most this many folded columns (groups x (values + 1)) for grouped sums: the fused
@@ -47,7 +47,7 @@ class Plan:
         slopes = None  # one per factor and power: the Gaussian's log K(s) = slope s
         if slope is not None:
             slopes = [_power(p) * slope / f**2 for f in factors for p in powers]
-        # One bandwidth and no row left out: the Gaussian folds (_dense.FoldedKeys).
+        # One bandwidth and no row left out: the Gaussian folds (_folded.FoldedKeys).
         single = not loo and exclude is None and list(factors) == [1.0]
         ps = [_power(p) for p in powers]
         # The folded / chained exp sums: the Gaussian on the brute path, ungrouped.
@@ -55,7 +55,7 @@ class Plan:
         if slopes is not None and not train.trees and not grouped and V.shape[1] >= 1:
             self.slopes = np.array(slopes)
             if single:
-                self.folded = _dense.FoldedKeys(train, V, slopes, ps)
+                self.folded = _folded.FoldedKeys(train, V, slopes, ps)
                 self.fused = self.folded.fused
             elif train.codes is not None:  # the chained exps take no discrete kernels
                 self.slopes = None
@@ -70,7 +70,7 @@ class Plan:
         if slopes is not None and grouped and train.codes is None:
             self.group_slopes = slopes
             if single and not train.trees and self._group_columns_fit(options):
-                self.group_folded = _dense.FoldedKeys(train, self._group_columns(), slopes, ps)
+                self.group_folded = _folded.FoldedKeys(train, self._group_columns(), slopes, ps)
                 self.occupied = np.logical_or.reduceat(np.isfinite(train.log_w), self.starts)
         # Compact kernels sum in linear space (see _linear_sums).
         # (With discrete kernels a weight sum can vanish inside the support: log space.)

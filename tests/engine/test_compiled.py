@@ -23,10 +23,16 @@ from skl_nw import (
     ParzenClassifier,
     _engine,
 )
-from skl_nw._engine import _dense, _local_fit, _local_solve, loo_pool, pool, prepare_train
+from skl_nw._engine import _dense, _folded, _local_fit, _local_solve, loo_pool, pool, prepare_train
 from skl_nw._kernels import get_kernel
 
 GAUSSIAN = get_kernel("gaussian")
+
+
+def use_kernels(monkeypatch, module) -> None:
+    """Make the dense engine's passes take ``module`` as their compiled kernels (None: numpy)."""
+    for engine_module in (_dense, _folded):
+        monkeypatch.setattr(engine_module, "compiled", lambda: module)
 
 
 @pytest.fixture
@@ -36,7 +42,7 @@ def compiled(monkeypatch):
     The test is skipped only where numba is not installed.
     """
     module = pytest.importorskip("skl_nw._engine._compiled")
-    monkeypatch.setattr(_dense, "compiled", lambda: module)
+    use_kernels(monkeypatch, module)
     return module
 
 
@@ -140,7 +146,7 @@ def test_exp_sums_compiled_equals_numpy_passes(compiled, rng, monkeypatch, k):
     A = -rng.exponential(20.0, (m, n))
     V = rng.normal(size=(n, k))
     fast = _dense.exp_sums(A.copy(), V)
-    monkeypatch.setattr(_dense, "compiled", lambda: None)
+    use_kernels(monkeypatch, None)
     slow = _dense.exp_sums(A.copy(), V)
     E = np.exp(A)  # the independent reference: the formula, dense
     ref = np.column_stack([E @ V, E.sum(axis=1)])
@@ -178,7 +184,7 @@ def test_exp_sums_numpy_affine_and_exclusion(rng, monkeypatch, exclude):
     V = rng.normal(size=(n, 2))
     offset = -rng.exponential(3.0, n)
     own = None if exclude is None else exclude + np.arange(m)
-    monkeypatch.setattr(_dense, "compiled", lambda: None)
+    use_kernels(monkeypatch, None)
     got = _dense.exp_sums(A.copy(), V, slope=-0.37, offset=offset, own=own)
     E = np.exp(-0.37 * A + offset)
     if own is not None:
@@ -197,7 +203,7 @@ def test_pool_paths_agree_with_naive(compiled, rng, monkeypatch, d):
     h = 0.6 * np.sqrt(d)
     train = prepare_train(X / h, log_w=log_weights(w), values=V)
     fast = pool(Q / h, train, GAUSSIAN)
-    monkeypatch.setattr(_dense, "compiled", lambda: None)
+    use_kernels(monkeypatch, None)
     slow = pool(Q / h, train, GAUSSIAN)
     assert_allclose(fast, slow, rtol=1e-12, atol=1e-12)
     near = slice(0, m - 5)
@@ -215,7 +221,7 @@ def test_loo_paths_agree_with_refits(compiled, rng, monkeypatch, d):
     h = 0.8
     train = prepare_train(X / h, values=V)
     fast = loo_pool(train, GAUSSIAN, factors)
-    monkeypatch.setattr(_dense, "compiled", lambda: None)
+    use_kernels(monkeypatch, None)
     slow = loo_pool(train, GAUSSIAN, factors)
     assert_allclose(fast, slow, rtol=1e-12, atol=1e-12)
     for t, f in enumerate(factors):
@@ -237,7 +243,7 @@ def test_estimators_same_on_both_paths(rng, monkeypatch):
         return reg.predict(Q), clf.predict_proba(Q), search.bandwidth_, search.best_score_
 
     fast = results()
-    monkeypatch.setattr(_dense, "compiled", lambda: None)
+    use_kernels(monkeypatch, None)
     slow = results()
     for a, b in zip(fast, slow, strict=True):
         assert_allclose(a, b, rtol=1e-11)
@@ -295,7 +301,7 @@ def test_chained_slopes_equal_separate_exps(compiled, rng, monkeypatch, k, d):
     XT = np.ascontiguousarray(train.X.T)
     args = (Q, train, XT, V, slopes, offset, 3 + np.arange(m), GAUSSIAN)
     fast = _dense.exp_sums_slopes(*args)
-    monkeypatch.setattr(_dense, "compiled", lambda: None)
+    use_kernels(monkeypatch, None)
     slow = _dense.exp_sums_slopes(*args)
     assert fast.shape == (m, len(slopes), k + 1)
     assert_allclose(fast, slow, rtol=1e-12, atol=1e-13)  # numerators may cancel
@@ -328,7 +334,7 @@ def test_loo_loss_grad_same_on_both_paths(compiled, rng, monkeypatch, task, far)
     train = prepare_train(X / [0.5, 1.0, 0.3], log_w=np.log(w), values=V)
     args = (train, GAUSSIAN, rows, loss_fn, w[rows])
     fast = _engine.loo_loss_grad(*args)
-    monkeypatch.setattr(_dense, "compiled", lambda: None)
+    use_kernels(monkeypatch, None)
     slow = _engine.loo_loss_grad(*args)
     assert_allclose(fast[0], slow[0], rtol=1e-12)
     assert_allclose(fast[1], slow[1], rtol=1e-10, atol=1e-12 * np.abs(slow[1]).max())
@@ -531,7 +537,7 @@ def test_parzen_far_from_the_centre_equals_formula_on_both_paths(compiled, rng, 
     Q = rng.normal(size=(40, d)) + 30 * 0.7
     model = ParzenClassifier(bandwidth=0.7, algorithm="brute").fit(X, y)
     fast = model.predict_proba(Q)
-    monkeypatch.setattr(_dense, "compiled", lambda: None)
+    use_kernels(monkeypatch, None)
     assert_allclose(fast, model.predict_proba(Q), rtol=1e-11, atol=1e-12)
     log_k = -0.5 * ((Q[:, None, :] - X[None]) ** 2).sum(axis=2) / 0.7**2
     weights = np.exp(log_k - log_k.max(axis=1, keepdims=True))
@@ -550,7 +556,7 @@ def test_compiled_predict_matches_numpy_in_more_dimensions(compiled, rng, monkey
         skl_nw.LocalPolynomialRegressor(bandwidth=2 * h, algorithm="brute").fit(X, y),
     ]
     fast = [model.predict(Q) for model in models]
-    monkeypatch.setattr(_dense, "compiled", lambda: None)
+    use_kernels(monkeypatch, None)
     for model, p in zip(models, fast, strict=True):
         assert_allclose(p, model.predict(Q), rtol=1e-11, atol=1e-12)
     assert_allclose(fast[0], naive_predict(X, y, Q, h), rtol=1e-11, atol=1e-12)
@@ -569,13 +575,13 @@ def test_rows_past_the_gemm_bound_take_direct_differences_alone(compiled, rng, m
     max_sq = ((X - centre) ** 2).sum(axis=1).max()
     fold = _dense.gemm_exact(0.5, d, ((Q - centre) ** 2).sum(axis=1) + max_sq)
     assert 0 < fold.sum() < len(Q)  # the set-up holds both kinds of row
-    direct, original = [], _dense.FoldedKeys.direct_sums
+    direct, original = [], _folded.FoldedKeys.direct_sums
 
     def spy(self, Q):
         direct.append(len(Q))
         return original(self, Q)
 
-    monkeypatch.setattr(_dense.FoldedKeys, "direct_sums", spy)
+    monkeypatch.setattr(_folded.FoldedKeys, "direct_sums", spy)
     pred = model.predict(Q)
     assert sum(direct) == len(Q) - fold.sum()
     assert_allclose(pred, softmax_weights(X, Q, 1.0, "gaussian") @ y, rtol=1e-11, atol=1e-12)
@@ -588,7 +594,7 @@ def test_rows_past_the_gemm_bound_are_redone_alone_on_the_numpy_passes(rng, monk
     spread = {1: 40.0, 3: 21.0}[d]
     X, Q = rng.uniform(-spread, spread, (400, d)), rng.uniform(-spread, spread, (120, d))
     y = np.cos(X[:, 0] / 7)
-    monkeypatch.setattr(_dense, "compiled", lambda: None)
+    use_kernels(monkeypatch, None)
     model = NadarayaWatsonRegressor(bandwidth=1.0, algorithm="brute").fit(X, y)
     centre = X.mean(axis=0)
     max_sq = ((X - centre) ** 2).sum(axis=1).max()
