@@ -60,8 +60,8 @@ class MLKR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         Rows of ``W`` (the dimension of the learned space); None: n_features.
     kernel : str, default="gaussian"
         The kernel of the Nadaraya–Watson fit whose leave-one-out loss is
-        minimised: any name of ``KERNELS`` but "tophat" (refused: its
-        derivative is 0 almost everywhere).
+        minimised: any name of ``KERNELS`` but "tophat" and its alias
+        "boxcar" (refused: its derivative is 0 almost everywhere).
     init : {"auto", "pca", "identity", "rule_of_thumb"} or ndarray of shape \
 (n_components, n_features), default="auto"
         The starting ``W``.  "auto" is supervised: per-feature bandwidths ``h``
@@ -277,11 +277,13 @@ class MLKR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         n, d = X.shape
         if isinstance(self.init, np.ndarray):
             W0 = np.asarray(self.init, dtype=np.float64)
-            if W0.shape != (r, d) or not np.all(np.isfinite(W0)):
+            if W0.shape != (r, d):
                 raise ValueError(
-                    f"init must be a finite array of shape (n_components, n_features) = "
+                    f"init must be an array of shape (n_components, n_features) = "
                     f"{(r, d)}, got shape {W0.shape}."
                 )
+            if not np.all(np.isfinite(W0)):
+                raise ValueError("init must be finite; the array passed has NaN or inf entries.")
             return W0.copy()
         if self.init == "identity":
             return np.eye(r, d)
@@ -293,7 +295,8 @@ class MLKR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                     f"init='pca' gives at most min(n_samples, n_features) = {min(n, d)} "
                     f"components; n_components is {r}. Lower n_components or use another init."
                 )
-            pca = PCA(n_components=r, random_state=rng).fit(X)
+            # Centred first: PCA's covariance solver forms X'X, which an offset cancels.
+            pca = PCA(n_components=r, random_state=rng).fit(X - X.mean(axis=0))
             var = pca.explained_variance_
             # A direction the data do not vary along (below 1e-12 of the widest) gets the
             # widest one's scale: dividing by its ~0 spread gave entries of ~1e150.

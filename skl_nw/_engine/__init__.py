@@ -240,13 +240,11 @@ def attention(Q, train: TrainSet, kernel: Kernel, *, fallback="nearest", sparse=
         return csr_matrix(alpha) if sparse else alpha
 
     def tree(chunk, Qc, margins):
-        nb = _tree.Neighbours(Qc, train, kernel, margins, (1.0,),
+        exclude = None if drop is None else drop[chunk]  # the query's own row, by index
+        # Its radius is that of the other rows: the own row's mass would narrow it.
+        nb = _tree.Neighbours(Qc, train, kernel, margins, (1.0,), exclude=exclude,
                               scale=None if scale is None else scale[chunk])  # fmt: skip
         row, col, s = nb.at(1.0)
-        exclude = None if drop is None else drop[chunk]
-        if exclude is not None:  # the query's own row, by index
-            keep = col != exclude[row]
-            row, col, s = row[keep], col[keep], s[keep]
         row, col, b, _, _ = _tree.log_kernel_entries(Qc, train, kernel, row, col, s, fallback,
                                                      exclude=exclude)  # fmt: skip
         b += train.log_w[col]

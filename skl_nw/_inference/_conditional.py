@@ -145,7 +145,10 @@ class _ConditionalMixin:
         ndarray of shape (n_queries, q)
             ``y_bandwidth_ = 0``: the smallest ``y_i`` whose weighted CDF
             reaches ``tau`` (numpy's ``quantile(y, tau, weights=alpha,
-            method="inverted_cdf")``); otherwise the smallest root of
+            method="inverted_cdf")``; a level within rounding of a cumulative
+            weight, as ``tau = 1`` where the last rows' weights are below eps
+            of the total, may fall on either side of it, as the compiled
+            kernels sum the weights by blocks); otherwise the smallest root of
             ``F(y | x) = tau``, to ``1e-11 y_bandwidth_``.  Non-decreasing in
             ``tau`` (levels in any order; no crossing by construction).
 

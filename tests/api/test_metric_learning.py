@@ -230,6 +230,10 @@ def test_bad_input_raises_naming_the_parameter():
         MLKR(4).fit(X, y)
     with pytest.raises(ValueError, match=r"init must be .*\(2, 3\)"):
         MLKR(2, init=np.ones((3, 3))).fit(X, y)
+    with pytest.raises(ValueError, match="init must be finite"):
+        MLKR(2, init=np.full((2, 3), np.nan)).fit(X, y)
+    with pytest.raises(ValueError, match="kernel='boxcar'.*gaussian"):
+        MLKR(kernel="boxcar").fit(X, y)
     with pytest.raises(ValueError, match="init"):
         MLKR(init="random").fit(X, y)
     pd = pytest.importorskip("pandas")
@@ -248,3 +252,18 @@ def test_pca_start_with_a_constant_feature_stays_finite_and_usable(rng):
     assert mlkr.best_loss_ <= mlkr.loss_curve_[0]
     with pytest.raises(ValueError, match="init='pca' gives at most"):
         MLKR(init="pca", n_components=4).fit(X[:3], y[:3])
+
+
+@pytest.mark.parametrize("offset", [1e6, 1e8])
+def test_pca_start_does_not_move_with_the_inputs_origin(offset, rng):
+    # The start is taken from centred inputs, as the loss is: PCA's covariance solver
+    # (X'X less n mean mean') lost every digit of the start to an offset of 1e8.
+    X = rng.normal(size=(80, 3)) * [1.0, 3.0, 0.2]
+    y = X[:, 0] + 0.1 * rng.normal(size=80)
+    start = MLKR(2, init="pca", max_iter=0).fit(X, y)
+    moved = MLKR(2, init="pca", max_iter=0).fit(X + offset, y)
+    assert (
+        np.abs(np.abs(moved.components_) - np.abs(start.components_)).max()
+        < 1e-6 * np.abs(start.components_).max()
+    )
+    assert moved.loss_curve_[0] == pytest.approx(start.loss_curve_[0], rel=1e-6)

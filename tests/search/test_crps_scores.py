@@ -255,3 +255,16 @@ def test_selection_in_tiny_and_huge_units_of_y(scale):
     got = BandwidthSearchCV(NadarayaWatsonRegressor(), criterion="crps").fit(X, y * scale)
     np.testing.assert_allclose(got.bandwidth_, base.bandwidth_, rtol=1e-12)
     np.testing.assert_allclose(got.y_bandwidth_, base.y_bandwidth_ * scale, rtol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore:The selected bandwidth")
+@pytest.mark.parametrize("algorithm", ["kd_tree", "ball_tree"])
+def test_tree_scores_equal_the_dense_formula_where_each_row_outweighs_its_neighbours(algorithm):
+    # At a bandwidth near the spacing a row's own weight dwarfs its neighbours': the
+    # tree's radius must be that of the other rows, or real neighbours fall outside it.
+    X, y, _ = _data(70, 11)
+    hy, h = 0.1, 0.05
+    search = BandwidthSearchCV(NadarayaWatsonRegressor(algorithm=algorithm, y_bandwidth=hy),
+                               bandwidths=[h], criterion="crps").fit(X, y)  # fmt: skip
+    expected = _dense_loo_crps(X, y, h, hy, None).mean()
+    assert search.cv_results_["mean_test_score"][0] == pytest.approx(-expected, rel=1e-10)
