@@ -347,8 +347,12 @@ class Categories:
         return np.array([k.max_lambda(c) for k, c in zip(self.kernels, self.sizes, strict=True)])
 
     def default_lambdas(self, n: float, n_continuous: int) -> np.ndarray:
-        """``lambda_max n^(-2 / (q + 4))`` (``q`` continuous features): Li and Racine's rate."""
-        return self.max_lambdas() * float(n) ** (-2.0 / (n_continuous + 4))
+        """``lambda_max n^(-2 / (q + 4))`` (``q`` continuous features): Li and Racine's rate.
+
+        ``n`` below 2 (frequency weights summing to less) counts as 2, so that the
+        lambdas stay inside every kernel's range.
+        """
+        return self.max_lambdas() * max(float(n), 2.0) ** (-2.0 / (n_continuous + 4))
 
     def check_lambdas(self, lambdas: np.ndarray) -> None:
         """Raise a ValueError naming the feature when a lambda is outside its kernel's range."""

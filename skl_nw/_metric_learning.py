@@ -376,15 +376,20 @@ def _supervised_start(X, y, w, r, rng, loss_grad) -> np.ndarray:
 
     n, d = X.shape
     sub = rng.choice(n, _INIT_ROWS, replace=False) if n > _INIT_ROWS else np.arange(n)
+    # The loss does not change with the weights' scale, nor should its start: the
+    # search's rule of thumb reads weights as counts, so they are given relative to
+    # their mean (finite from 5e-324 to 1.7e308).
+    v = w[sub] / power_of_two(w[sub].max())
+    v /= v.mean()
     search = BandwidthSearchCV(NadarayaWatsonRegressor(), method="lbfgs")
-    h = search.fit(X[sub], y[sub], sample_weight=w[sub]).best_estimator_.bandwidth_
+    h = search.fit(X[sub], y[sub], sample_weight=v).best_estimator_.bandwidth_
     h = np.broadcast_to(np.asarray(h, dtype=np.float64), (d,))
     if r < d:
         # The outer product of gradients (Xia et al. 2002): its leading eigenvectors
         # span the directions the regression changes along.  In scaled coordinates
         # (x / h), where the gradient is h * df/dx.
         grads = search.best_estimator_.predict_gradient(X[sub]).reshape(len(sub), -1, d) * h
-        M = np.einsum("i,iok,iol->kl", w[sub], grads, grads)
+        M = np.einsum("i,iok,iol->kl", v, grads, grads)
         U = np.linalg.eigh(M)[1][:, ::-1][:, :r]
     else:
         U = np.eye(d)

@@ -122,12 +122,15 @@ def summarize(estimator) -> SmootherSummary:
     fits, hat = loo.fits(np.ones(1), n_jobs=estimator.n_jobs)
     fitted, loo_pred = fits[0], loo.predictions(np.ones(1), n_jobs=estimator.n_jobs)[0]
     n = float(w.sum())
-    trace = float(hat[0].sum())
+    # Rows of weight 0 count nowhere (with fallback="nan" their fits may be NaN).
+    live = w > 0
+    trace = float(hat[0][live].sum())
+    Y, fitted, loo_pred, w = Y[live], fitted[live], loo_pred[live], w[live]
     v = w / power_of_two(w.max())  # the means' weights, whose sums stay finite (w ~ 1e308)
     per_output = v @ (Y - fitted) ** 2 / v.sum()  # sigma^2 of each output
     return SmootherSummary(
         estimator=type(estimator).__name__,
-        n_samples=len(Y),
+        n_samples=len(live),
         n=n,
         bandwidth=estimator.bandwidth_.copy(),
         kernel=estimator.kernel,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -108,7 +109,7 @@ def rule_of_thumb(
         raise ValueError(f"X must be 2-D, got an array of shape {X.shape}.")
     if rule not in _RULES:
         raise ValueError(f"rule must be one of {_RULES}, got {rule!r}.")
-    w = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, float)
+    w = np.ones(len(X)) if sample_weight is None else check_weights(sample_weight, X)
     d = X.shape[1]
     scales = np.array([_weighted_scale(X[:, j], w) for j in range(d)])
     return scales * rule_factor(w, d, rule)
@@ -121,10 +122,25 @@ def rule_factor(w: np.ndarray, d: int, rule: str) -> float:
     any finite weights.
     """
     unit = power_of_two(w.max())
-    log_n = np.log(unit) + np.log((w / unit).sum())
+    total = (w / unit).sum()
+    warn_few_observations(total * unit, np.count_nonzero(w))
+    log_n = np.log(unit) + np.log(total)
     if rule == "silverman":
         log_n += np.log((d + 2) / 4.0)
     return float(np.exp(-log_n / (d + 4)))
+
+
+def warn_few_observations(total: float, rows: int) -> None:
+    """Warn where frequency weights count ``rows >= 2`` rows as fewer than 2 observations."""
+    if total < 2 <= rows:
+        warnings.warn(
+            f"sample_weight sums to {total:.3g}: the default bandwidths read the weights as "
+            f"frequencies (n = sum(sample_weight)), so these {rows} rows count as {total:.3g} "
+            "observations and the rules of thumb smooth accordingly. Pass the weights as "
+            "counts (for instance divided by their mean) or give the bandwidths.",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 class _RegressorMixin(RegressorMixin):
@@ -248,6 +264,8 @@ class _NWBase(BaseEstimator):
         elif cont.any():
             h[cont] = self._resolve_continuous(X[:, cont], w)
         if not given:
+            if not (cont.any() and isinstance(self.bandwidth, str)):  # else the rule warned
+                warn_few_observations(w.sum(), np.count_nonzero(w))
             h[cats.mask] = cats.default_lambdas(w.sum(), int(cont.sum()))
         cats.check_lambdas(h[cats.mask])
         return h

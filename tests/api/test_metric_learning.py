@@ -267,3 +267,18 @@ def test_pca_start_does_not_move_with_the_inputs_origin(offset, rng):
         < 1e-6 * np.abs(start.components_).max()
     )
     assert moved.loss_curve_[0] == pytest.approx(start.loss_curve_[0], rel=1e-6)
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e306])
+def test_auto_start_does_not_move_with_the_weights_scale(scale, rng):
+    # The loss is free of the weights' scale, and so is the start: its inner search's rule
+    # of thumb read 1e-300 as fewer than one observation (loss 0.53 for 0.015), and the
+    # gradients' outer product overflowed at 1e306 (LinAlgError).
+    X, y = hidden_directions(120, d=4)
+    w = rng.uniform(0.5, 2.0, len(y))
+    start = MLKR(2, max_iter=0, random_state=0).fit(X, y, sample_weight=w)
+    scaled = MLKR(2, max_iter=0, random_state=0).fit(X, y, sample_weight=w * scale)
+    np.testing.assert_allclose(
+        np.abs(scaled.components_), np.abs(start.components_), rtol=1e-6, atol=1e-9
+    )
+    assert scaled.loss_curve_[0] == pytest.approx(start.loss_curve_[0], rel=1e-6)

@@ -133,6 +133,21 @@ def test_summary_weights_are_frequency_weights(rng):
         assert_allclose(getattr(weighted, name), getattr(repeated, name), rtol=1e-9)
 
 
+@pytest.mark.parametrize("estimator", [NadarayaWatsonRegressor, LocalPolynomialRegressor])
+def test_summary_rows_of_weight_zero_are_dropped_rows(rng, estimator):
+    # A row of weight 0 far from the others has an empty window: with fallback="nan" its
+    # fit is NaN, which 0 * NaN carried into sigma2, r2, the LOO error and the criteria.
+    X = np.r_[rng.uniform(0, 1, 40), 3.0][:, None]
+    y = np.sin(4 * X[:, 0])
+    w = np.r_[np.ones(40), 0.0]
+    reg = estimator(bandwidth=0.1, kernel="epanechnikov", fallback="nan")
+    weighted = reg.fit(X, y, sample_weight=w).summary()
+    dropped = reg.fit(X[:40], y[:40]).summary()
+    for name in ("n", "trace", "sigma2", "r2", "loo_mse", "aicc", "gcv"):
+        assert_allclose(getattr(weighted, name), getattr(dropped, name), rtol=1e-12)
+    assert weighted.n_samples == 41
+
+
 def test_summary_multi_output_averages_the_targets(rng):
     X, y = _data(rng, n=40)
     Y = np.column_stack([y, np.cos(3 * X[:, 0])])

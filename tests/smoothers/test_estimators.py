@@ -806,3 +806,19 @@ def test_every_algorithm_gives_the_same_results(rng, kernel):
         assert_allclose(weights, ref_reg.attention_weights(Q), rtol=1e-12, atol=1e-15)
         assert_allclose(clf.predict_proba(Q), ref_clf.predict_proba(Q), rtol=1e-12, atol=1e-14)
         assert_array_equal(clf.predict(Q), ref_clf.predict(Q))
+
+
+@pytest.mark.parametrize(
+    ("weights", "message"),
+    [(-np.ones(10), "Negative values"), (np.ones(5), r"sample_weight.shape"),
+     (np.full(10, np.nan), "sample_weight contains NaN"), (np.zeros(10), "non-zero|positive sum")],
+)  # fmt: skip
+def test_rule_of_thumb_checks_its_weights(weights, message):
+    with pytest.raises(ValueError, match=message):
+        rule_of_thumb(np.arange(20.0).reshape(10, 2), sample_weight=weights)
+
+
+def test_rule_of_thumb_says_how_it_reads_weights_summing_below_two():
+    X = np.arange(20.0).reshape(10, 2)
+    with pytest.warns(UserWarning, match="sample_weight sums to 1: .*10 rows count as 1 "):
+        rule_of_thumb(X, sample_weight=np.full(10, 0.1))

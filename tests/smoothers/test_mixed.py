@@ -285,6 +285,22 @@ def test_default_lambdas_follow_the_rate(rng):
     assert_array_equal(est.is_ordered_, [False, False, False, True])
 
 
+@pytest.mark.parametrize("bandwidth", ["scott", 0.8])
+@pytest.mark.parametrize("total", [1.0, 0.5, 1e-300])
+def test_default_lambdas_of_weights_summing_below_two_stay_in_range_and_warn(rng, bandwidth, total):
+    # Frequency weights summing to under 2 count as 2 observations in the lambdas' rate
+    # (a sum of 1 gave lambda_max, 1 for Wang-van Ryzin: a ValueError the user had not
+    # asked for), and the fit says how it reads them.
+    kinds = "cuco"
+    X, y, _ = _mixed_data(rng, kinds, n=100)
+    w = rng.uniform(0.5, 2.0, 100)
+    est = NadarayaWatsonRegressor(bandwidth=bandwidth, **_params(kinds))
+    with pytest.warns(UserWarning, match=r"sample_weight sums to .*100 rows count as"):
+        est.fit(X, y, sample_weight=w * (total / w.sum()))
+    rate = 2.0 ** (-2 / (2 + 4))
+    assert_allclose(est.bandwidth_[[1, 3]], [3 / 4 * rate, 1.0 * rate])
+
+
 def test_wang_van_ryzin_rejects_lambda_one(rng):
     X, y, _ = _mixed_data(rng, "co")
     est = NadarayaWatsonRegressor(bandwidth=[0.5, 1.0], **_params("co"))
