@@ -22,6 +22,7 @@ from .._inference._methods import standardized
 from .._smoothers._base import rule_of_thumb
 from . import _mixed
 from ._progress import Progress
+from ._rows import _collapse
 from ._scoring import PROBA_FLOOR, _LOOClassifier, _LOORegressor
 
 __all__ = ["DEFAULT_FACTORS", "Context", "Selection"]
@@ -109,6 +110,13 @@ class Context:
         if self.encoded is None or self.encoded[0] is not X:
             self.encoded = (X, *_categorical.encode(self.estimator, X))
         return self.encoded[1], self.encoded[2]
+
+    def merged(self, X, y: np.ndarray, w: np.ndarray) -> tuple:
+        """``X, y, w`` with repeated (x, y) rows merged, their weights summed (``_collapse``)."""
+        cats, Xnum = self.categories_of(X)
+        if cats is None:
+            return _collapse(X, y, w)
+        return _mixed.collapse(X, Xnum, y, w, _collapse)
 
     def continuous_mask(self, X) -> np.ndarray | None:
         """Which features of ``X`` are continuous (None: all of them)."""

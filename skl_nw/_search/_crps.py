@@ -310,10 +310,14 @@ def fit_distribution(ctx, X, y, sample_weight) -> Selection:
     check_two_points(
         np.count_nonzero(w), f"criterion={ctx.criterion!r} scores each point by the others: it"
     )
+    loo = isinstance(ctx.cv, str) and ctx.cv == "loo"
+    if loo:  # repeated rows are left out together, as in the closed-form route
+        X, y, w = ctx.merged(X, y, w)
+        check_two_points(len(X), f"criterion={ctx.criterion!r}", "distinct training points")
     h_all = ctx.candidates(X, w)
     y_all = _y_candidates(ctx, X, y, w)
     start = time.perf_counter()
-    if isinstance(ctx.cv, str) and ctx.cv == "loo":
+    if loo:
         pairs, scores, stds = _coordinate_search(ctx, X, y, w, h_all, y_all)
     else:
         pairs, scores, stds = _grid_search_cv(ctx, X, y, sample_weight, h_all, y_all)

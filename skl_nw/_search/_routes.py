@@ -23,7 +23,6 @@ from sklearn.base import clone
 from sklearn.utils.validation import validate_data
 
 from .._smoothers._base import check_weights
-from . import _mixed
 from ._auto import CENTRED_FACTORS, resolve_method
 from ._context import Selection, check_two_points
 from ._gradient import lbfgs, sgd
@@ -31,7 +30,6 @@ from ._grid import grid_cv, grid_loo
 from ._progress import Progress, _bandwidths, _say, announce
 from ._results import rename_results
 from ._routing import Routed, validate
-from ._rows import _collapse
 
 __all__ = ["check_criterion", "closed_form", "cross_validated", "pipeline"]
 
@@ -72,10 +70,7 @@ def closed_form(ctx, X, y, w_nw, w_score) -> Selection:
             "on a scorer), or pass an integer cv."
         )  # fmt: skip
     cats, Xnum = ctx.categories_of(X)
-    if cats is None:
-        Xu, yu, wu = _collapse(X, y, check_weights(w_nw, X))
-    else:
-        Xu, yu, wu = _mixed.collapse(X, Xnum, y, check_weights(w_nw, Xnum), _collapse)
+    Xu, yu, wu = ctx.merged(X, y, check_weights(w_nw, X if cats is None else Xnum))
     check_two_points(len(Xu), "Leave-one-out", "distinct training points")
     yu = ctx.scaled_targets(yu, wu)
     at_rule = clone(ctx.estimator).set_params  # the protocol object at the rule of thumb

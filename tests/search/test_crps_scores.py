@@ -268,3 +268,33 @@ def test_tree_scores_equal_the_dense_formula_where_each_row_outweighs_its_neighb
                                bandwidths=[h], criterion="crps").fit(X, y)  # fmt: skip
     expected = _dense_loo_crps(X, y, h, hy, None).mean()
     assert search.cv_results_["mean_test_score"][0] == pytest.approx(-expected, rel=1e-10)
+
+
+@pytest.mark.filterwarnings("ignore:The selected bandwidth")
+@pytest.mark.parametrize("criterion", ["crps", "pinball"])
+@pytest.mark.parametrize("categorical", [False, True])
+def test_integer_weights_are_repeated_rows(criterion, categorical):
+    # Repeated rows are left out together, as frequency weights say: a copy left in
+    # scored its twin and pulled the bandwidth to the grid's smallest.
+    pd = pytest.importorskip("pandas")
+    from skl_nw import KernelQuantileRegressor
+
+    X, y, rng = _data(60, 5)
+    counts = rng.integers(1, 4, len(y))
+    frame = pd.DataFrame({"a": X[:, 0], "b": X[:, 1]})
+    if categorical:
+        frame["b"] = pd.Categorical(rng.integers(0, 3, len(y)))
+    est = NadarayaWatsonRegressor() if criterion == "crps" else KernelQuantileRegressor([0.3])
+    grid = list(np.geomspace(0.05, 2.0, 9))
+    if categorical:
+        grid = [np.array([h, lam]) for h in grid for lam in (0.1, 0.5)]
+    search = BandwidthSearchCV(est, criterion=criterion, bandwidths=grid)
+    weighted = search.fit(frame, y, sample_weight=counts)
+    repeated = BandwidthSearchCV(est, criterion=criterion, bandwidths=grid).fit(
+        frame.loc[frame.index.repeat(counts)], np.repeat(y, counts)
+    )
+    np.testing.assert_allclose(
+        weighted.cv_results_["mean_test_score"], repeated.cv_results_["mean_test_score"],
+        rtol=1e-12,
+    )  # fmt: skip
+    assert weighted.best_index_ == repeated.best_index_
