@@ -136,6 +136,5 @@ def chunked_sums(block, plan, Q, rows, chunk: int, shape: tuple, options: Option
     scaled = out[:, powers][:, None, :, None, :]  # (m, F=1, P, G=1, C)
     if (scaled[..., -1] < _dense.UNDERFLOW).any():
         return None
-    lw_max = float(train.log_w[np.isfinite(train.log_w)].max(initial=0.0))
-    log_scale = np.full((m, 1, len(powers), 1), lw_max)
+    log_scale = np.full((m, 1, len(powers), 1), plan.lw_max)  # the weights' shift
     return np.zeros((m, 1)), log_scale, np.ascontiguousarray(scaled)

@@ -554,3 +554,19 @@ def test_grid_path_serves_every_estimator_with_a_span(rng, monkeypatch, d):
     monkeypatch.setattr(_grid, "usable", lambda d: False)  # a KD-tree's radii, general sums
     for a, b in zip(fast, everything(), strict=True):
         assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("d", [1, 2])  # the window path and the cell grid
+@pytest.mark.parametrize("estimator", [NadarayaWatsonRegressor, LocalPolynomialRegressor])
+def test_span_sums_keep_the_scale_of_weights_below_one(rng, d, estimator):
+    # The span's sums took the weights' shift as 0 where every weight is below 1: the
+    # predictions (ratios) were right, tr(H) and the standard errors 1 / max(w) off.
+    X = rng.uniform(size=(100, d))
+    y = np.sin(6 * X[:, 0]) + 0.2 * rng.normal(size=100)
+    Q = rng.uniform(0.2, 0.8, size=(5, d))
+    est = estimator(bandwidth=1.0, kernel="tricube", span=0.3)
+    ones = est.fit(X, y).predict(Q, return_std=True)[1]
+    quarter = est.fit(X, y, sample_weight=np.full(100, 0.25))
+    assert quarter.summary().trace == pytest.approx(np.trace(quarter.attention_weights(X)))
+    if estimator is LocalPolynomialRegressor:  # se^2 = sigma^2 sum_i l_i^2 / w_i
+        assert_allclose(quarter.predict(Q, return_std=True)[1], 2 * ones, rtol=1e-9)
