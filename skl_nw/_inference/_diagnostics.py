@@ -118,7 +118,8 @@ def _r2(Y: np.ndarray, fitted: np.ndarray, w: np.ndarray) -> float:
 def summarize(estimator) -> SmootherSummary:
     """Compute the :class:`SmootherSummary` of a fitted regressor (see ``summary()``)."""
     loo = estimator._leave_one_out()
-    Y, w = estimator._targets()
+    Y, w = estimator._targets()  # w times the robustness weights, if any
+    w = getattr(estimator, "_frequency", w)  # the residuals count by sample weight alone
     fits, hat = loo.fits(np.ones(1), n_jobs=estimator.n_jobs)
     fitted, loo_pred = fits[0], loo.predictions(np.ones(1), n_jobs=estimator.n_jobs)[0]
     n = float(w.sum())
@@ -178,7 +179,9 @@ class _SummaryMixin:
             residual sums and R^2 weighted, ``H_ii`` includes ``w_i`` (integer
             weights give the numbers of the data with repeated rows, except
             the leave-one-out, which removes a row with its whole weight).
-            Several targets: each number averaged over them.  NaN
+            With ``robust_iterations``, the robustness weights enter the fit
+            (and so ``H``), not ``n`` or the residual sums: ``r2`` is then
+            ``score(X, y)``.  Several targets: each number averaged over them.  NaN
             ``loo_mse`` only where ``fallback="nan"`` leaves a point without
             neighbours.  On :class:`NadarayaWatsonRegressor`'s binned path the
             leave-one-out is the search's binned one (to ``binned_tol``); the

@@ -22,9 +22,9 @@ ROBUST_CONSTRAINTS = {"robust_iterations": [Interval(Integral, 0, None, closed="
 # Robustness weights are B(e / (_MAD_MULTIPLE * median |e|)), Cleveland's 6.
 _MAD_MULTIPLE = 6.0
 # median |e| at most this share of max |y| is rounding (an exact fit), and stops the
-# iterations as 0 does: R's lowess stops at 1e-7 (clowess); rounding of the fits is
-# ~1e-16 to 1e-13 of |y|, and data noise below 1e-10 of |y| is below a float's digits.
-_ROUNDING_MAD = 1e-10
+# iterations as 0 does: the fits' rounding is ~1e-16 to 1e-14 of |y|.  A larger share
+# stopped real noise: 1e-10 took y + 1e10 with noise 0.2 for an exact fit.
+_ROUNDING_MAD = 2.0**8 * np.finfo(np.float64).eps
 # span * n within this relative distance below an integer counts as that integer
 # (0.29 * 100 = 28.999999999999996 is 29 rows, as statsmodels' frac * n + 1e-10 rounds).
 _COUNT_RTOL = 1e-10
@@ -92,11 +92,12 @@ def build(est, X, Xs: np.ndarray, w: np.ndarray, values: np.ndarray, groups=None
     not weights, as LOESS).  The rows that count towards the span stay those
     of positive ``w``: a robustness weight of 0 removes a row from the fits,
     not from the neighbour count.  ``s`` at rounding level (at most
-    ``1e-10`` of the largest ``|y|``: half the rows fitted exactly) stops the
+    ``2^8 eps`` of the largest ``|y|``: half the rows fitted exactly) stops the
     iterations: the weights of the last fit stay.  A row without a fit
     (``fallback="nan"``) keeps its weight, and its residual does not count.
     """
     _check(est, Xs, values)
+    est._frequency = w  # the sample weights alone, without the robustness weights
     est._build(Xs, w, values, groups)
     _apply_span(est, w)
     iterations = getattr(est, "robust_iterations", None)

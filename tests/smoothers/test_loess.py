@@ -570,3 +570,33 @@ def test_span_sums_keep_the_scale_of_weights_below_one(rng, d, estimator):
     assert quarter.summary().trace == pytest.approx(np.trace(quarter.attention_weights(X)))
     if estimator is LocalPolynomialRegressor:  # se^2 = sigma^2 sum_i l_i^2 / w_i
         assert_allclose(quarter.predict(Q, return_std=True)[1], 2 * ones, rtol=1e-9)
+
+
+@pytest.mark.parametrize("estimator", [NadarayaWatsonRegressor, LocalPolynomialRegressor])
+def test_summary_of_a_robust_fit_counts_rows_by_sample_weight(rng, estimator):
+    # The robustness weights weight the fit, not the count or the residuals: n was the
+    # sum of the robustness weights, r2 and sigma2 those of a down-weighted RSS.
+    X = rng.uniform(size=(80, 1))
+    y = np.sin(3 * X[:, 0]) + 0.2 * rng.normal(size=80)
+    y[::10] += 3.0
+    w = rng.integers(1, 3, 80).astype(float)
+    est = estimator(bandwidth=1.0, kernel="tricube", span=0.5, robust_iterations=3)
+    summary = est.fit(X, y, sample_weight=w).summary()
+    residuals = y - est.predict(X)
+    assert summary.n == w.sum()
+    assert summary.sigma2 == pytest.approx(np.average(residuals**2, weights=w), rel=1e-12)
+    assert summary.r2 == pytest.approx(est.score(X, y, sample_weight=w), rel=1e-12)
+    assert est.robust_weights_.min() < 0.5  # the outliers were down-weighted
+
+
+def test_robustness_does_not_stop_for_an_offset_of_y(rng):
+    # The iterations stop at a median residual of rounding size: 1e-10 of max |y| took the
+    # noise (0.2) of y + 1e10 for an exact fit and kept the outliers' weights (0.41 off).
+    x = np.sort(rng.uniform(0, 10, 200))
+    y = np.sin(x) + 0.2 * rng.normal(size=200)
+    y[::20] += 5.0
+    est = LocalPolynomialRegressor(bandwidth=1.0, kernel="tricube", span=0.3, robust_iterations=3)
+    base = est.fit(x[:, None], y).predict(x[:, None])
+    moved = est.fit(x[:, None], y + 1e10)
+    assert np.all(moved.robust_weights_[::20] == 0)
+    assert_allclose(moved.predict(x[:, None]) - 1e10, base, atol=1e-3)  # y's rounding: 2e-6
