@@ -34,6 +34,8 @@ __all__ = ["grid_example", "grid_radii", "grid_sums"]
 _PIECE = 256
 # Bins of the radius's selection (a histogram of the squared distances within reach).
 _BINS = 256
+# _span.EDGE: squared distances within it of r^2 are on the kernel's edge.
+_EDGE = 64 * np.finfo(np.float64).eps
 
 
 @numba.njit(inline="always")
@@ -227,14 +229,16 @@ def _weights(XT, first, stop, q, r, a, b, row):  # pragma: no cover - compiled
     """``row[t] = K(|X[first + t] - q| / r)`` with ``K(u) = (1 - u^a)^b`` for ``u < 1``, else 0.
 
     ``r = 0`` keeps the rows at ``q`` (``K = 1``).  The support test is the
-    general path's ``s / r^2 < 1`` (``s`` the squared distance), which in
-    floating point is ``s < r^2`` exactly; the kernel then takes ``s`` times
-    ``1 / r^2`` (a division costs more than the rest of the pass).  The
+    general path's ``s / r^2 < 1 - EDGE`` (``s`` the squared distance; the
+    k-th row lies on the edge, whatever the rounding), taken as ``s`` below
+    ``r^2 (1 - EDGE)``; the kernel then takes ``s`` times ``1 / r^2`` (a
+    division costs more than the rest of the pass).  The
     tricube (LOESS's kernel) in 2 and 3 dimensions takes one branch-free pass
     from the inputs, the others two.
     """
     d, L, r2 = XT.shape[0], stop - first, r * r
     scale = 1.0 / r2 if r > 0.0 else 0.0
+    r2 *= 1.0 - _EDGE
     if a == 3 and b == 3 and d == 2 and r > 0.0:
         q0, q1, x0, x1 = q[0], q[1], XT[0, first:stop], XT[1, first:stop]
         for t in range(L):

@@ -600,3 +600,20 @@ def test_robustness_does_not_stop_for_an_offset_of_y(rng):
     moved = est.fit(x[:, None], y + 1e10)
     assert np.all(moved.robust_weights_[::20] == 0)
     assert_allclose(moved.predict(x[:, None]) - 1e10, base, atol=1e-3)  # y's rounding: 2e-6
+
+
+@pytest.mark.parametrize("d", [2, 3, 5])
+@pytest.mark.parametrize("algorithm", TREES)
+def test_tophat_span_leaves_the_k_th_row_on_the_edge(rng, d, algorithm):
+    # The k-th nearest row sits on the kernel's edge, weight 0: the rounding of its
+    # distance over the radius decided it (k - 1 or k rows, differing by algorithm).
+    X = rng.normal(size=(150, d))
+    y = np.sin(X.sum(axis=1)) + 0.1 * rng.normal(size=150)
+    Q = np.vstack([X[:5], rng.normal(size=(15, d))])
+    est = NadarayaWatsonRegressor(bandwidth=1.0, kernel="tophat", span=0.3, algorithm=algorithm)
+    est.fit(X, y)
+    k = est.n_neighbors_
+    order = np.argsort(((Q[:, None, :] - X[None]) ** 2).sum(axis=2), axis=1)
+    expected = y[order[:, : k - 1]].mean(axis=1)
+    assert_allclose(est.predict(Q), expected, rtol=1e-12)
+    assert np.all((est.attention_weights(Q) > 0).sum(axis=1) == k - 1)
