@@ -13,8 +13,9 @@ Module map:
   power and group, with leave-one-out by index), and the chunk dispatch;
   ``_plan`` what the chunks of one call share: its fast paths, and a chunk's
   sums from kernel values or log-kernel terms;
-* ``_dense``: the brute-force path (distances, kernel blocks, the folded GEMM,
-  exp sums and square chains); ``_discrete`` the categorical features' factor
+* ``_dense``: the brute-force path (distances, kernel blocks, exp sums and
+  square chains); ``_folded`` its folded GEMM (keys with the kernel and the
+  weights folded in); ``_discrete`` the categorical features' factor
   of the weights and the points it leaves out (``lambda = 0``);
 * ``_loader``: :func:`compiled`, the optional numba kernels or None:
   ``_compiled`` (dense), ``_compiled_tiled`` (register tiles from 4
@@ -74,6 +75,7 @@ from ._loader import compiled
 from ._local_fit import (
     Moments,
     blocks,
+    cancelled,
     exponents,
     fit_local,
     fit_local_units,
@@ -115,6 +117,7 @@ __all__ = [
     "attention",
     "binned_loo_pool",
     "blocks",
+    "lost_digits",
     "check_grid_size",
     "choose_algorithm",
     "class_log_sums",
@@ -232,7 +235,7 @@ def attention(Q, train: TrainSet, kernel: Kernel, *, fallback="nearest", sparse=
         if drop is not None:
             S[np.arange(len(Qc)), drop[chunk]] = np.inf
         if scale is not None:
-            _span.divide(S, scale[chunk])
+            _span.divide(S, scale[chunk], train.d)
         D = _discrete.discrete_block(Qc, train)
         B, _, _ = _dense.log_kernel_block(S, train.log_w, kernel, fallback, D=D)
         alpha = _dense.softmax_rows(B, train.log_w)
@@ -268,6 +271,24 @@ def attention(Q, train: TrainSet, kernel: Kernel, *, fallback="nearest", sparse=
         return A if train.inverse is None else A[:, train.inverse]
     A = run_chunks(Q, train, kernel, options, dense=dense, tree=tree, out=np.empty((m, n)))
     return train.to_caller(A, axis=1)
+
+
+def lost_digits(mom, Mq, Q, q, train: TrainSet, degree: int, options: Options) -> np.ndarray:
+    """Which local fits' moments lost most digits to the expansion about ``q``: (m,) bool.
+
+    :func:`cancelled` picks the candidates from their moments; a candidate
+    counts when even the kernel's reach (the span's radius, else a bandwidth),
+    which bounds its neighbourhood's spread, gives ``eps (|q| / reach)^(2p)``
+    above ``1e-6``: a neighbourhood of one point is not flagged.
+    """
+    flagged = cancelled(mom, Mq, q, degree)
+    if flagged.any():
+        n_far = int(flagged.sum())
+        reach = (np.ones(n_far) if train.neighbours is None else
+                 _span.radii(Q[flagged], train, options=options))  # fmt: skip
+        ratio = (q[flagged] ** 2).sum(axis=1) / np.square(reach)
+        flagged[flagged] = np.finfo(float).eps * ratio**degree > 1e-6
+    return flagged
 
 
 def _check_dense_fits(m: int, n: int, options: Options) -> None:

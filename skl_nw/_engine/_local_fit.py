@@ -41,8 +41,11 @@ from ._local_solve import (
 )
 from ._sums import KernelSums
 
+_EPS = np.finfo(np.float64).eps
+
 __all__ = [
     "DEAD_VARIANCE",
+    "cancelled",
     "EIGEN_FLOOR",
     "Moments",
     "Shift",
@@ -331,6 +334,26 @@ def fit_local(mom: Moments, M, B, q, degree: int):
             np.ldexp(Mq, top[:, : Mq.shape[1]]),
             np.ldexp(Bq, ytop[:, :, None]),
         )
+
+
+def cancelled(mom: Moments, Mq: np.ndarray, q: np.ndarray, degree: int) -> np.ndarray:
+    """Which queries' moments lost most digits to the expansion: (m,) bool.
+
+    The moments of degree ``2p`` about ``q`` carry a relative error of about
+    ``eps (|q|^2 / s^2)^p``, ``s^2`` the neighbourhood's variance (read from
+    ``Mq``, whose own error only inflates the ratio): flagged above ``1e-6``.
+    A degenerate neighbourhood (one point) looks the same: :func:`lost_digits`
+    confirms with the kernel's reach.
+    """
+    if degree == 0 or mom.d == 0:
+        return np.zeros(len(q), bool)
+    unit = np.eye(mom.d, dtype=np.intp)
+    first, second = position(mom.d, mom.top, unit), position(mom.d, mom.top, 2 * unit)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        mean = Mq[:, first] / Mq[:, :1]
+        spread = (Mq[:, second] / Mq[:, :1] - mean**2).sum(axis=1)
+        ratio = (q**2).sum(axis=1) / np.maximum(spread, np.finfo(float).tiny)
+        return _EPS * ratio**degree > 1e-6
 
 
 def query_units(q: np.ndarray) -> np.ndarray:

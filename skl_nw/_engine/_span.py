@@ -44,9 +44,10 @@ __all__ = [
 
 # Bytes per (query, neighbour) entry of a tree's k-nearest-neighbour query
 # (distance, index, the heap's copy and the partition's).
-# Squared distances over r^2 within this of 1 are the k-th row's (or its ties'): on the
-# kernel's edge, whatever the rounding of the two distances (the radius's and the
-# pair's, taken by different passes) made of them; only the tophat is not 0 there.
+# In two features or more, squared distances over r^2 within this of 1 are the k-th
+# row's (or its ties'): on the kernel's edge, whatever the rounding of the two
+# distances (the radius's and the pair's, summed by different passes) made of them;
+# only the tophat is not 0 there.  In one, both are the same |x - q|: exact.
 EDGE = 64 * np.finfo(np.float64).eps
 _BYTES_PER_ENTRY = 40
 _MAX_CHUNK = 4096
@@ -74,11 +75,12 @@ def check_no_span(train) -> None:
         )
 
 
-def divide(S: np.ndarray, r: np.ndarray) -> np.ndarray:
+def divide(S: np.ndarray, r: np.ndarray, d: int) -> np.ndarray:
     """``S / r^2`` row by row (``S`` (m, n) or COO values with ``r`` per entry), in place.
 
     ``0`` where ``S = 0`` (a row at the query itself, also when ``r = 0``),
-    ``inf`` where ``S > 0 = r``, and 1 within ``EDGE`` of it: the k-th row.
+    ``inf`` where ``S > 0 = r``; in ``d > 1`` features 1 within ``EDGE`` of
+    it (the k-th row).
     """
     r2 = np.square(r)
     if S.ndim == 2:
@@ -87,7 +89,8 @@ def divide(S: np.ndarray, r: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         np.divide(S, r2, out=S)
     S[zero] = 0.0
-    S[np.abs(S - 1.0) <= EDGE] = 1.0
+    if d > 1:
+        S[np.abs(S - 1.0) <= EDGE] = 1.0
     return S
 
 

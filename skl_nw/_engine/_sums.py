@@ -195,7 +195,7 @@ def _dense_sums(plan: Plan, chunk: slice, Qc: np.ndarray):
             S = _dense.sq_distances(Qc, train, kernel, relative=plan.scale is not None)
             D = _discrete.discrete_block(Qc, train)
             if plan.scale is not None:
-                _span.divide(S, plan.scale[chunk])
+                _span.divide(S, plan.scale[chunk], train.d)
         if plan.linear:
             S_f = S / factor**2 if factor != 1.0 else S
             K = kernel.profile(S_f)

@@ -124,7 +124,7 @@ class Neighbours:
         self.row, self.col, self.widest = row, col, widest
         self.s = pair_sq_distances(Q, train.X, row, col)
         if scale is not None:
-            _span.divide(self.s, scale[row])
+            _span.divide(self.s, scale[row], train.d)
 
     def at(self, factor: float):
         """``(row, col, s / factor^2)`` of the entries inside the radius at ``factor``."""

@@ -9,6 +9,7 @@ refits for the leave-one-out, the backends against each other, and the
 """
 
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -617,3 +618,18 @@ def test_tophat_span_leaves_the_k_th_row_on_the_edge(rng, d, algorithm):
     expected = y[order[:, : k - 1]].mean(axis=1)
     assert_allclose(est.predict(Q), expected, rtol=1e-12)
     assert np.all((est.attention_weights(Q) > 0).sum(axis=1) == k - 1)
+
+
+def test_fits_whose_moments_lost_their_digits_are_announced(rng):
+    # Log-normal inputs: the dense region lies thousands of span radii from the middle of
+    # the range, where a local quadratic's moments, expanded about the query, cancel.
+    x = np.sort(rng.lognormal(0, 2.0, 2000))
+    y = np.log(x) + 0.1 * rng.normal(size=2000)
+    Q = x[::100, None]
+    est = LocalPolynomialRegressor(bandwidth=1.0, kernel="tricube", degree=2, span=0.05)
+    with pytest.warns(UserWarning, match=r"[0-9]+ of 20 queries lie so far .* lost most digits"):
+        est.fit(x[:, None], y).predict(Q)
+    with warnings.catch_warnings():  # the local linear fit keeps its digits, as do the data
+        warnings.simplefilter("error")  # spread evenly (the log of x)
+        est.set_params(degree=1).fit(x[:, None], y).predict(Q)
+        est.set_params(degree=2).fit(np.log(x)[:, None], y).predict(np.log(Q))
