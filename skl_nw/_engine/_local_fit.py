@@ -269,12 +269,14 @@ class Moments:
         return np.column_stack([plain, ymono.reshape(len(Z), -1)])
 
     @staticmethod
-    def columns(sums: KernelSums, f: int, t: int) -> np.ndarray:
+    def columns(sums: KernelSums, f: int, t: int, unit: int = 0) -> np.ndarray:
         """Every column of power index ``t`` over the ``q``-th power of the weight sum.
 
         ``S_t / D^q`` with ``D = sum w K`` and ``q = 2`` for the power 2 (the
         normalisation of ``sum w K^2 phi phi' / D^2``), else 1; the weight-sum
-        column last.  The per-query shift cancels.
+        column last.  The per-query shift cancels.  ``unit``: the power 2's
+        in weights of unit ``2^unit`` (``TrainSet.weight_exponent``), ``2^unit``
+        times the plain one, which subnormal weights would overflow.
         """
         sc = sums.scaled[:, f, :, 0]
         total = sc[:, 0, -1]
@@ -283,12 +285,13 @@ class Moments:
             ratio = sc[:, t] / total[:, None] ** q * sums.value_scale
             if t:  # another power: its own log scale
                 ls = sums.log_scale[:, f, :, 0]
-                ratio *= np.exp(ls[:, t] - q * ls[:, 0])[:, None]
+                shift = (q - 1) * unit * np.log(2.0)
+                ratio *= np.exp(ls[:, t] - q * ls[:, 0] + shift)[:, None]
         return ratio
 
-    def read(self, sums: KernelSums, f: int, t: int, k: int):
+    def read(self, sums: KernelSums, f: int, t: int, k: int, unit: int = 0):
         """Raw moments of power index ``t`` (see :meth:`columns`): (m, P), (m, Py, k)."""
-        return self.split(self.columns(sums, f, t), k)
+        return self.split(self.columns(sums, f, t, unit), k)
 
     def split(self, ratio: np.ndarray, k: int):
         """Moments ``M`` (m, P) and ``B`` (m, Py, k) from sums over the weight sum (m, cols + 1).

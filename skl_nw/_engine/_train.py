@@ -165,6 +165,16 @@ class TrainSet:
             self.onehot[np.arange(len(order)), offset + self.codes[:, j]] = 1.0
         self.query_center = np.concatenate([self.center, np.zeros(self.onehot.shape[1])])
 
+    def weight_exponent(self) -> int:
+        """Return an integer ``E`` near ``log2(max w)`` (0 without weights): the unit ``2^E``.
+
+        Sums of squared weights over squared sums, ``sum w K^2 / (sum w K)^2``,
+        scale as ``2^-E``: read in that unit (``Moments.columns``) they stay
+        finite for subnormal weights, and ``ldexp`` restores them.
+        """
+        live = self.log_w[np.isfinite(self.log_w)]
+        return int(np.floor(live.max() / np.log(2.0))) if live.size else 0
+
     def self_log_weights(self) -> np.ndarray:
         """``log`` of each stored point's weight in its own sums: ``log w_i + log L(z_i, z_i)``.
 

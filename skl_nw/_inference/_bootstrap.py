@@ -37,7 +37,7 @@ import numpy as np
 from scipy.stats import t as student_t
 from sklearn import get_config
 
-from ._formulas import wild_multipliers
+from ._formulas import root_in_unit, wild_multipliers
 
 __all__ = ["bootstrap_t", "effective_df", "scaled_residuals", "squared_weight_sums", "t_quantile"]
 
@@ -101,7 +101,10 @@ def bootstrap_t(
         The ``1 - alpha`` quantile of ``|T*|`` (pointwise) or of its maximum
         over the queries (queries with ``se = 0`` left out of the maximum).
     """
-    E, c = scaled_residuals(weights, Qtrain, Y, w)
+    # In the weights' unit 2^u (subnormal weights: 1 / w overflowed); E, R and se are
+    # then 2^(u/2) times theirs, and T their ratio.
+    u = int(np.frexp(w.max())[1]) - 1
+    E, c = scaled_residuals(weights, Qtrain, Y, np.ldexp(w, -u))
     (n, k), m = Y.shape, len(Q)
     root_c = np.sqrt(np.where(c > 0, c, np.inf))[:, None]
     fit, se = np.empty((m, k)), np.empty((m, k))
@@ -120,7 +123,7 @@ def bootstrap_t(
             L = weights(Q[rows])
             L2 = L**2
             if start == 0:
-                fit[rows], se[rows] = L @ Y, np.sqrt(L2 @ E**2)
+                fit[rows], se[rows] = L @ Y, root_in_unit(L2 @ E**2, u)
             with np.errstate(divide="ignore", invalid="ignore"):
                 t = np.abs(L @ Es) / np.sqrt(L2 @ R**2)
             t = np.where(np.isfinite(t), t, 0.0).reshape(-1, b, k)  # se* = 0: no spread
@@ -150,13 +153,19 @@ def effective_df(factor: np.ndarray, n_params: int) -> np.ndarray:
 
 
 def squared_weight_sums(weights: Weights, Q: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """``sum_i l_i(q)^2 / w_i`` per query, by chunks of queries (dense or CSR weights)."""
-    inv_w = _inverse(w)
+    """``sum_i l_i(q)^2 / w_i`` per query, by chunks of queries (dense or CSR weights).
+
+    Summed in the weights' unit ``2^u`` (subnormal weights: ``1 / w`` overflowed):
+    infinite only where the sum itself passes the float range.
+    """
+    u = int(np.frexp(w.max())[1]) - 1
+    inv_w = _inverse(np.ldexp(w, -u))
     out = np.empty(len(Q))
     for rows in _row_chunks(len(Q), len(w), copies=1):
         L = weights(Q[rows])
         out[rows] = L.multiply(L) @ inv_w if hasattr(L, "multiply") else (L**2) @ inv_w
-    return out
+    with np.errstate(over="ignore"):
+        return np.ldexp(out, -u)
 
 
 def t_quantile(alpha: float, df: np.ndarray) -> np.ndarray:

@@ -95,6 +95,12 @@ def local_constant_std(sums, k: int, y_center: np.ndarray) -> tuple[np.ndarray, 
     return fit, np.sqrt(sigma2 * concentration)
 
 
+def root_in_unit(x: np.ndarray, unit: int) -> np.ndarray:
+    """``sqrt(x 2^-unit)``, exact in the power of two: finite wherever the result is."""
+    half, odd = divmod(int(unit), 2)
+    return np.ldexp(np.sqrt(np.ldexp(x, -odd)), -half)
+
+
 def concentration(sums) -> np.ndarray:
     """``sum_i w_i K_i^2 / (sum_i w_i K_i)^2 = sum_i alpha_i^2 / w_i`` per query: (m,).
 

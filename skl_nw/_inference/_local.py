@@ -29,7 +29,7 @@ from .._engine import (
 )
 from ._bands import warn_outside
 from ._bootstrap import squared_weight_sums
-from ._formulas import local_residual_variance, sandwich_factor
+from ._formulas import local_residual_variance, root_in_unit, sandwich_factor
 from ._local_variance import line_std, noise_units, zero_lambda_cells
 from ._methods import _FEW_COLUMNS, _SmootherInferenceMixin
 
@@ -140,6 +140,7 @@ class _LocalInferenceMixin(_SmootherInferenceMixin):
             mean, std = line_std(self, Q, Z, Y)
             return mean, scale * std
         unit = power_of_two(np.abs(Y).max(axis=0, initial=0.0))  # y x^g of y ~ 1e308: no overflow
+        E = self._exact_train().weight_exponent()
         values = np.column_stack([Y / unit, Z])
         for block, q, sums in self._local(Q, mom, powers=(1, 2), values=values, extra=Z**2):
             # Every moment and coefficient in the query's units (far queries: no overflow).
@@ -148,11 +149,12 @@ class _LocalInferenceMixin(_SmootherInferenceMixin):
             sigma2 = local_residual_variance(
                 Mq[:, gi], Bq[:, :P, k:], second, coef[:, :, k:], origin
             )
-            M2, _, qe = to_units(mom, mom.read(sums, 0, 1, 2 * k)[0], None, q, e)
-            M2 = mom.shift(M2, qe)  # sum w K^2 t^g / D^2
+            # sum w K^2 t^g / D^2 in the weights' unit 2^E (subnormal weights: no overflow)
+            M2, _, qe = to_units(mom, mom.read(sums, 0, 1, 2 * k, E)[0], None, q, e)
+            M2 = mom.shift(M2, qe)
             with np.errstate(over="ignore"):  # a fit beyond the float range
                 mean[block] = coef[:, 0, :k] * unit
-            std[block] = np.sqrt(sandwich_factor(a, M2[:, gi])[:, None] * sigma2)
+            std[block] = root_in_unit(sandwich_factor(a, M2[:, gi])[:, None] * sigma2, E)
         return mean, scale * std
 
 

@@ -55,7 +55,7 @@ from .._engine import (
     solve,
     to_units,
 )
-from ._formulas import local_residual_variance
+from ._formulas import local_residual_variance, root_in_unit
 
 __all__ = [
     "GridNoise", "line_std", "local_sums", "noise_units", "noise_variance", "residual_share",
@@ -264,14 +264,15 @@ def noise_variance(mom: Moments, Mq, Bq, second, coef, M, M2, q, degree: int) ->
     gi, P = gram_index(mom.d, degree), npar(mom.d, degree)
     k = second.shape[1]
     rss = local_residual_variance(Mq[:, gi], Bq[:, :P], second, coef[:, :P], np.zeros(k))
-    share = residual_share(mom, M, M2, q, degree)[:, None]
+    with np.errstate(invalid="ignore", over="ignore"):  # M2 inf: far below one point
+        share = residual_share(mom, M, M2, q, degree)[:, None]
     rss0 = np.maximum(second - Bq[:, 0] ** 2, 0.0)
     share0 = 1.0 - M2[:, :1]
     with np.errstate(invalid="ignore", divide="ignore"):
         sigma2 = np.where(share0 > _NO_RESIDUAL_DF, rss0 / share0, 0.0)
         line = (share > _NO_RESIDUAL_DF) & ((1.0 - share0) * (P + 1) <= 1.0)
         sigma2 = np.where(line, rss / share, sigma2)
-    return np.where(np.isnan(share), np.nan, sigma2)
+    return np.where(np.isnan(share0), np.nan, sigma2)
 
 
 def line_std(est, Q: np.ndarray, Z: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -284,7 +285,8 @@ def line_std(est, Q: np.ndarray, Z: np.ndarray, Y: np.ndarray) -> tuple[np.ndarr
     overflow.  ``se^2 = sigma^2(q) sum_i alpha_i^2 / w_i`` with the
     ``sigma^2(q)`` of the module docstring.
     """
-    k, d = Y.shape[1], est._exact_train().d
+    train = est._exact_train()
+    k, d, E = Y.shape[1], train.d, train.weight_exponent()
     mom = Moments(d, 2, 1)
     fit, std = np.empty((len(Q), k)), np.empty((len(Q), k))
     for block, q, sums in local_sums(est, Q, mom, (1, 2), Z, np.column_stack([Z**2, Y])):
@@ -292,10 +294,14 @@ def line_std(est, Q: np.ndarray, Z: np.ndarray, Y: np.ndarray) -> tuple[np.ndarr
         columns = Moments.columns(sums, 0, 0)  # [..., Z^2, Y, weight sum]
         second = columns[:, -1 - 2 * k : -1 - k]
         M, _, qe = to_units(mom, mom.read(sums, 0, 0, k)[0], None, q, e)
-        M2 = to_units(mom, mom.read(sums, 0, 1, k)[0], None, q, e)[0]
+        # Kernel power 2 in the weights' unit 2^E, then in theirs: inf only where the
+        # window holds far less than one point (sigma^2 = 0), where it would be NaN.
+        M2u = to_units(mom, mom.read(sums, 0, 1, k, E)[0], None, q, e)[0]
+        with np.errstate(over="ignore"):
+            M2 = np.ldexp(M2u, -E)
         sigma2 = noise_variance(mom, Mq, Bq, second, coef, M, M2, qe, 1)
         fit[block] = columns[:, -1 - k : -1]
-        std[block] = np.sqrt(np.maximum(M2[:, :1], 0.0) * sigma2)  # sum alpha^2 / w
+        std[block] = root_in_unit(np.maximum(M2u[:, :1], 0.0) * sigma2, E)  # sum alpha^2 / w
     return fit, std
 
 

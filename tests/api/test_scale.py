@@ -7,6 +7,7 @@ numbers far from 1 (``1e200 ** 2``, ``1e-200 ** 2``) must never be formed.
 """
 
 import itertools
+import warnings
 
 import numpy as np
 import pytest
@@ -274,3 +275,35 @@ def test_weights_near_the_float_maximum(rng):
     prior = clf.class_prior_
     assert_allclose(clf.fit(X, labels, big).score_samples(X[:5]), want, rtol=1e-12)
     assert_allclose(clf.class_prior_, prior, rtol=1e-12)
+
+
+@pytest.mark.parametrize("algorithm", ["brute", "kd_tree", "binned"])
+def test_standard_errors_continue_into_subnormal_weights(rng, algorithm):
+    # Sums of squared weights over squared sums scale as 1 / w: with subnormal weights
+    # they overflowed, and the standard errors and intervals were NaN or inf. Uniform
+    # weights 2^-1000 (normal) and 2^-1070 (subnormal): frequency weights, so the
+    # local polynomial's errors grow by 2^35 and Nadaraya-Watson's stay 0 (the windows
+    # hold less than one observation).
+    X = rng.uniform(size=(60, 1))
+    y = np.sin(4 * X[:, 0]) + 0.3 * rng.normal(size=60)
+    Q = np.array([[0.3], [0.7]])
+    normal, subnormal = np.full(60, 2.0**-1000), np.full(60, 2.0**-1070)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # weights summing below 2
+        for estimator in (NadarayaWatsonRegressor, LocalPolynomialRegressor):
+            est = estimator(bandwidth=0.15, algorithm=algorithm)
+            if estimator is LocalPolynomialRegressor and algorithm == "binned":
+                continue
+            a = est.fit(X, y, sample_weight=normal).predict(Q, return_std=True)[1]
+            band_a = est.predict_interval(Q, method="bootstrap", n_boot=49, random_state=0)
+            robust_a = est.predict_interval(Q, bias_correction="robust")
+            b = est.fit(X, y, sample_weight=subnormal).predict(Q, return_std=True)[1]
+            band_b = est.predict_interval(Q, method="bootstrap", n_boot=49, random_state=0)
+            robust_b = est.predict_interval(Q, bias_correction="robust")
+            assert np.all(np.isfinite(b)) and np.all(np.isfinite(band_b))
+            assert np.all(np.isfinite(robust_b))
+            grow = 2.0**35 if estimator is LocalPolynomialRegressor else 0.0
+            assert_allclose(b, grow * a, rtol=1e-9)
+            for lo_hi_a, lo_hi_b in ((band_a, band_b), (robust_a, robust_b)):
+                width_a, width_b = np.diff(lo_hi_a, axis=1), np.diff(lo_hi_b, axis=1)
+                assert_allclose(width_b, 2.0**35 * width_a, rtol=1e-9)
