@@ -243,7 +243,9 @@ class BandwidthSearchCV(_Delegation, MetaEstimatorMixin, BaseEstimator):
     bandwidth.  With any other ``cv``, GridSearchCV searches the pipeline's
     ``<last step>__bandwidth``, refitting the preceding steps on every split.
     Without metadata routing, ``sample_weight`` goes to every step whose
-    ``fit`` takes it.
+    ``fit`` takes it, and weights the held-out folds' scores as well (whatever
+    the version of scikit-learn, whose own search weights a pipeline's fits
+    only).
 
     Metadata routing (``sklearn.set_config(enable_metadata_routing=True)``):
     ``sample_weight`` goes where the estimator asks for it

@@ -25,6 +25,7 @@ from ._context import DEFAULT_FACTORS, Selection
 from ._paths import scoring_paths
 from ._progress import announce, report_scores, say_extension
 from ._results import edge_of, grid_results, warn_at_edge
+from ._routing import fit_weighted
 from ._scoring import _DefaultScorer
 
 __all__ = ["grid_cv", "grid_loo", "loo_predictions"]
@@ -203,7 +204,7 @@ def grid_cv(ctx, X, y, candidates: list, params: dict, continuous) -> Selection:
         # A held-out fold beyond the training folds' range is scored as predicted:
         # the extrapolation warning speaks to a user's queries, not to the folds.
         warnings.filterwarnings("ignore", message=EXTRAPOLATING, category=UserWarning)
-        search.fit(X, y, **params)
+        fit_weighted(search, X, y, params)
     results = search.cv_results_
     for key in [k for k in results if k.endswith("_test_score") and k[:4] != "rank"]:
         results[key] = ctx.in_y_units(results[key])

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike
-from sklearn.base import is_classifier
+from sklearn import config_context
+from sklearn.base import clone, is_classifier
 from sklearn.metrics import check_scoring
 from sklearn.pipeline import Pipeline
 from sklearn.utils.metadata_routing import (
@@ -23,7 +25,7 @@ from .. import _categorical
 from .._smoothers._base import _NWBase
 from ._scoring import _DefaultScorer
 
-__all__ = ["Routed", "get_scorer", "metadata_router", "route", "validate"]
+__all__ = ["Routed", "fit_weighted", "get_scorer", "metadata_router", "route", "validate"]
 
 _ESTIMATOR_ERROR = (
     "estimator must be a NadarayaWatsonRegressor, a ParzenClassifier, a "
@@ -108,6 +110,35 @@ def route(search, sample_weight: ArrayLike | None) -> Routed:
         consumed = get_routing_for_object(pipe[:-1]).consumes("fit_transform", fit)
         pre = {key: value for key, value in fit.items() if key in consumed}
     return Routed(fit, given, nw, score, pre)
+
+
+def fit_weighted(grid, X, y, params: dict):
+    """Fit the GridSearchCV ``grid`` with ``params``, scoring the held-out folds as it fits.
+
+    With metadata routing on, as routed.  Off, scikit-learn weights a
+    pipeline's fits (``step__sample_weight``) but not its fold scores, and a
+    bare estimator's scores from version 1.7 only: the weights then go through
+    routing for this fit, on a clone whose fitting steps and score request
+    them (a scorer that cannot request them is left as scikit-learn has it).
+    """
+    weights = next(iter(params.values()), None)
+    scorer = grid.scoring
+    if _routing_enabled() or weights is None or not hasattr(scorer, "get_metadata_routing"):
+        return grid.fit(X, y, **params)
+    estimator = clone(grid.estimator)
+    steps = estimator.steps if isinstance(estimator, Pipeline) else [(None, estimator)]
+    with config_context(enable_metadata_routing=True):
+        for _, step in steps:
+            if step not in (None, "passthrough") and has_fit_parameter(step, "sample_weight"):
+                step.set_fit_request(sample_weight=True)
+        steps[-1][1].set_score_request(sample_weight=True)
+        if isinstance(scorer, _DefaultScorer):
+            scorer = copy.copy(scorer)
+            scorer.estimator = estimator  # its requests are the estimator's
+        else:
+            scorer = copy.deepcopy(scorer).set_score_request(sample_weight=True)
+        grid.set_params(estimator=estimator, scoring=scorer)
+        return grid.fit(X, y, sample_weight=weights)
 
 
 def metadata_router(search) -> MetadataRouter:

@@ -26,6 +26,7 @@ from .._smoothers._base import check_weights
 from ._context import Selection, check_two_points
 from ._progress import Progress, _say
 from ._results import caller_level, grid_results, rename_results
+from ._routing import fit_weighted
 
 __all__ = ["DEFAULT_SPANS", "candidate_spans", "fit_span", "selects_span"]
 
@@ -78,7 +79,7 @@ def fit_span(ctx, X, y, routed, loo_cv: bool) -> Selection:
     if not loo_cv:
         grid = GridSearchCV(ctx.estimator, {"span": list(spans)}, scoring=ctx.scorer,
                             cv=ctx.cv, n_jobs=ctx.n_jobs, verbose=ctx.verbose)  # fmt: skip
-        grid.fit(X, y, **routed.search)
+        fit_weighted(grid, X, y, routed.search)
         return Selection(
             best_params_=grid.best_params_, best_score_=grid.best_score_,
             n_iter_=len(spans), best_index_=grid.best_index_, cv_results_=grid.cv_results_,

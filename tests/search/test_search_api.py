@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import sklearn
 from numpy.testing import assert_allclose, assert_array_equal
-from sklearn.base import is_classifier, is_regressor
+from sklearn.base import clone, is_classifier, is_regressor
 from sklearn.exceptions import DataConversionWarning, UnsetMetadataPassedError
 from sklearn.linear_model import Ridge
 from sklearn.metrics import get_scorer, make_scorer, mean_absolute_error
@@ -38,8 +38,6 @@ ROUTING = {"enable_metadata_routing": True}
 CANDIDATES = [0.15, 0.3, 0.6, 1.2]
 SGD = {"method": "sgd", "max_iter": 12, "batch_size": 16, "random_state": 0}
 PATHS = {"loo": {"bandwidths": CANDIDATES}, "cv3": {"bandwidths": CANDIDATES, "cv": 3}, "sgd": SGD}
-# From scikit-learn 1.7, GridSearchCV weights its scorer with routing off too.
-SKLEARN_WEIGHTS_SCORER = tuple(int(p) for p in sklearn.__version__.split(".")[:2]) >= (1, 7)
 
 
 def _data(rng, n=60, classes=False):
@@ -76,9 +74,9 @@ def test_routing_selects_as_without_routing(rng, path, cls):
             ).fit(X, y, sample_weight=w)
             assert_allclose(on.cv_results_["mean_test_score"], ref.cv_results_["mean_test_score"])
             assert on.best_score_ == ref.best_score_
-    if path != "cv3" or SKLEARN_WEIGHTS_SCORER:
-        assert_array_equal(on.bandwidth_, off.bandwidth_)
-        assert on.best_score_ == off.best_score_
+    # routing off, the fold scores are weighted too (scikit-learn's own search: from 1.7)
+    assert_array_equal(on.bandwidth_, off.bandwidth_)
+    assert on.best_score_ == off.best_score_
     assert_allclose(on.predict(X), off.predict(X), rtol=1e-12)
     # the weights did reach the search: unweighted, the selection differs
     unweighted = BandwidthSearchCV(cls(), **PATHS[path]).fit(X, y)
@@ -101,9 +99,8 @@ def test_routing_user_scorer_that_requests_weights(rng, path):
         assert_allclose(on.cv_results_["mean_test_score"], ref.cv_results_["mean_test_score"])
     off = BandwidthSearchCV(NadarayaWatsonRegressor(), scoring=mae, **PATHS[path])
     off.fit(X, y, sample_weight=w)
-    if path != "cv3" or SKLEARN_WEIGHTS_SCORER:
-        assert_array_equal(on.bandwidth_, off.bandwidth_)
-        assert on.best_score_ == off.best_score_
+    assert_array_equal(on.bandwidth_, off.bandwidth_)
+    assert on.best_score_ == off.best_score_
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -244,6 +241,33 @@ def test_pipeline_delegation_and_tags(rng):
     assert_array_equal(clf.classes_, [0, 1])
     assert_allclose(clf.predict_proba(X), clf.best_estimator_.predict_proba(X))
     assert clf.score(X, y) == clf.best_estimator_.score(X, y)
+
+
+@pytest.mark.parametrize("span", [None, 0.5])
+def test_cv_scores_are_weighted_with_routing_off(rng, span):
+    # Routing off, scikit-learn's GridSearchCV passes a pipeline's step weights to its
+    # fits and none to the scorer (a bare estimator's from 1.7 only): the folds were
+    # scored unweighted. A span is searched on the bare estimator.
+    X, y, w = _data(rng)
+    nw = NadarayaWatsonRegressor(kernel="tricube", span=span)
+    est = make_pipeline(StandardScaler(), nw) if span is None else nw
+    grid = {"bandwidths": CANDIDATES} if span is None else {"spans": [0.3, 0.5, 0.8]}
+    key, values = ("bandwidth", CANDIDATES) if span is None else ("span", [0.3, 0.5, 0.8])
+    search = BandwidthSearchCV(est, cv=KFold(3), **grid).fit(X, y, sample_weight=w)
+    expected = []
+    for value in values:
+        scores = []
+        for train, test in KFold(3).split(X):
+            fitted = clone(nw).set_params(**{key: value})
+            Xtrain, Xtest = X[train], X[test]
+            if span is None:
+                scaler = StandardScaler().fit(Xtrain, sample_weight=w[train])
+                Xtrain, Xtest = scaler.transform(Xtrain), scaler.transform(Xtest)
+            fitted.fit(Xtrain, y[train], sample_weight=w[train])
+            residuals = y[test] - fitted.predict(Xtest)
+            scores.append(-np.average(residuals**2, weights=w[test]))
+        expected.append(np.mean(scores))
+    assert_allclose(search.cv_results_["mean_test_score"], expected, rtol=1e-12)
 
 
 def test_pipeline_under_routing(rng):
