@@ -276,18 +276,19 @@ def attention(Q, train: TrainSet, kernel: Kernel, *, fallback="nearest", sparse=
 def lost_digits(mom, Mq, Q, q, train: TrainSet, degree: int, options: Options) -> np.ndarray:
     """Which local fits' moments lost most digits to the expansion about ``q``: (m,) bool.
 
-    :func:`cancelled` picks the candidates from their moments; a candidate
-    counts when even the kernel's reach (the span's radius, else a bandwidth),
-    which bounds its neighbourhood's spread, gives ``eps (|q| / reach)^(2p)``
-    above ``1e-6``: a neighbourhood of one point is not flagged.
+    :func:`cancelled` flags them from their moments.  Where the window's
+    variance is itself lost to rounding (a window of one point looks the
+    same), a flag counts only if even the kernel's reach (the span's radius,
+    else a bandwidth), which bounds the variance, gives ``eps (|q| /
+    reach)^(2p)`` above ``1e-6``.
     """
-    flagged = cancelled(mom, Mq, q, degree)
-    if flagged.any():
-        n_far = int(flagged.sum())
-        reach = (np.ones(n_far) if train.neighbours is None else
-                 _span.radii(Q[flagged], train, options=options))  # fmt: skip
-        ratio = (q[flagged] ** 2).sum(axis=1) / np.square(reach)
-        flagged[flagged] = np.finfo(float).eps * ratio**degree > 1e-6
+    flagged, resolved = cancelled(mom, Mq, q, degree)
+    unsure = flagged & ~resolved
+    if unsure.any():
+        reach = (np.ones(int(unsure.sum())) if train.neighbours is None else
+                 _span.radii(Q[unsure], train, options=options))  # fmt: skip
+        ratio = (q[unsure] ** 2).sum(axis=1) / np.square(reach)
+        flagged[unsure] = np.finfo(float).eps * ratio**degree > 1e-6
     return flagged
 
 

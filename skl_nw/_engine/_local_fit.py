@@ -339,24 +339,27 @@ def fit_local(mom: Moments, M, B, q, degree: int):
         )
 
 
-def cancelled(mom: Moments, Mq: np.ndarray, q: np.ndarray, degree: int) -> np.ndarray:
-    """Which queries' moments lost most digits to the expansion: (m,) bool.
+def cancelled(mom: Moments, Mq: np.ndarray, q: np.ndarray, degree: int) -> tuple:
+    """Which queries' moments lost most digits to the expansion, and whether that is known.
 
     The moments of degree ``2p`` about ``q`` carry a relative error of about
-    ``eps (|q|^2 / s^2)^p``, ``s^2`` the neighbourhood's variance (read from
-    ``Mq``, whose own error only inflates the ratio): flagged above ``1e-6``.
-    A degenerate neighbourhood (one point) looks the same: :func:`lost_digits`
-    confirms with the kernel's reach.
+    ``eps (|q|^2 / s^2)^p``, ``s^2`` the neighbourhood's variance, read from
+    ``Mq``: flagged above ``1e-6``.  ``resolved``: that variance kept three
+    digits itself (``eps |q|^2 < 1e-3 s^2``), so the flag is sure; otherwise
+    the window may be a single point, with a variance of 0 rounded
+    (:func:`skl_nw._engine.lost_digits` then bounds it by the kernel's reach).
+    Both (m,) bool.
     """
     if degree == 0 or mom.d == 0:
-        return np.zeros(len(q), bool)
+        none = np.zeros(len(q), bool)
+        return none, none
     unit = np.eye(mom.d, dtype=np.intp)
     first, second = position(mom.d, mom.top, unit), position(mom.d, mom.top, 2 * unit)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         mean = Mq[:, first] / Mq[:, :1]
         spread = (Mq[:, second] / Mq[:, :1] - mean**2).sum(axis=1)
         ratio = (q**2).sum(axis=1) / np.maximum(spread, np.finfo(float).tiny)
-        return _EPS * ratio**degree > 1e-6
+        return _EPS * ratio**degree > 1e-6, _EPS * ratio < 1e-3
 
 
 def query_units(q: np.ndarray) -> np.ndarray:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import inspect
 from typing import NamedTuple
 
 import numpy as np
@@ -123,7 +124,7 @@ def fit_weighted(grid, X, y, params: dict):
     """
     weights = next(iter(params.values()), None)
     scorer = grid.scoring
-    if _routing_enabled() or weights is None or not hasattr(scorer, "get_metadata_routing"):
+    if _routing_enabled() or weights is None or not _takes_weights(scorer):
         return grid.fit(X, y, **params)
     estimator = clone(grid.estimator)
     steps = estimator.steps if isinstance(estimator, Pipeline) else [(None, estimator)]
@@ -139,6 +140,19 @@ def fit_weighted(grid, X, y, params: dict):
             scorer = copy.deepcopy(scorer).set_score_request(sample_weight=True)
         grid.set_params(estimator=estimator, scoring=scorer)
         return grid.fit(X, y, sample_weight=weights)
+
+
+def _takes_weights(scorer) -> bool:
+    """Whether ``scorer`` can request ``sample_weight`` and its metric takes them."""
+    if isinstance(scorer, _DefaultScorer):
+        return True
+    metric = getattr(scorer, "_score_func", None)
+    if metric is None or not hasattr(scorer, "set_score_request"):
+        return False
+    try:
+        return "sample_weight" in inspect.signature(metric).parameters
+    except (TypeError, ValueError):  # no signature to read: as scikit-learn leaves it
+        return False
 
 
 def metadata_router(search) -> MetadataRouter:

@@ -270,6 +270,30 @@ def test_cv_scores_are_weighted_with_routing_off(rng, span):
     assert_allclose(search.cv_results_["mean_test_score"], expected, rtol=1e-12)
 
 
+def test_cv_scorers_without_weights_are_left_as_scikit_learn_has_them(rng):
+    # A metric that takes no sample_weight is not asked for them (its scores were NaN),
+    # while one that does is weighted.
+    X, y, w = _data(rng)
+
+    def mae(y_true, y_pred):
+        return float(np.mean(np.abs(y_true - y_pred)))
+
+    plain = make_scorer(mae, greater_is_better=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # scikit-learn: "does not support"
+        search = BandwidthSearchCV(NadarayaWatsonRegressor(), bandwidths=CANDIDATES, cv=KFold(3),
+                                   scoring=plain).fit(X, y, sample_weight=w)  # fmt: skip
+    assert np.all(np.isfinite(search.cv_results_["mean_test_score"]))
+    weighted = BandwidthSearchCV(NadarayaWatsonRegressor(), bandwidths=CANDIDATES, cv=KFold(3),
+                                 scoring="neg_mean_absolute_error")  # fmt: skip
+    weighted.fit(X, y, sample_weight=w)
+    first = []
+    for train, test in KFold(3).split(X):
+        fitted = NadarayaWatsonRegressor(CANDIDATES[0]).fit(X[train], y[train], w[train])
+        first.append(-np.average(np.abs(y[test] - fitted.predict(X[test])), weights=w[test]))
+    assert weighted.cv_results_["mean_test_score"][0] == pytest.approx(np.mean(first), rel=1e-12)
+
+
 def test_pipeline_under_routing(rng):
     X, y, w = _data(rng)
     # routing off: every step whose fit takes sample_weight gets it
