@@ -73,6 +73,7 @@ from ._discrete import LOG_ZERO
 from ._gradient import loo_loss_grad
 from ._loader import compiled
 from ._local_fit import (
+    LOST_DIGITS,
     Moments,
     blocks,
     cancelled,
@@ -118,6 +119,7 @@ __all__ = [
     "binned_loo_pool",
     "blocks",
     "lost_digits",
+    "reach",
     "check_grid_size",
     "choose_algorithm",
     "class_log_sums",
@@ -280,16 +282,21 @@ def lost_digits(mom, Mq, Q, q, train: TrainSet, degree: int, options: Options) -
     variance is itself lost to rounding (a window of one point looks the
     same), a flag counts only if even the kernel's reach (the span's radius,
     else a bandwidth), which bounds the variance, gives ``eps (|q| /
-    reach)^(2p)`` above ``1e-6``.
+    reach)^(2p)`` above ``LOST_DIGITS``.
     """
     flagged, resolved = cancelled(mom, Mq, q, degree)
     unsure = flagged & ~resolved
     if unsure.any():
-        reach = (np.ones(int(unsure.sum())) if train.neighbours is None else
-                 _span.radii(Q[unsure], train, options=options))  # fmt: skip
-        ratio = (q[unsure] ** 2).sum(axis=1) / np.square(reach)
-        flagged[unsure] = np.finfo(float).eps * ratio**degree > 1e-6
+        ratio = (q[unsure] ** 2).sum(axis=1) / np.square(reach(Q[unsure], train, options))
+        flagged[unsure] = np.finfo(float).eps * ratio**degree > LOST_DIGITS
     return flagged
+
+
+def reach(Q, train: TrainSet, options: Options = Options()) -> np.ndarray:  # noqa: B008
+    """Each query's kernel scale in bandwidth units: the span's radius, else 1: (m,)."""
+    if train.neighbours is None:
+        return np.ones(len(Q))
+    return _span.radii(Q, train, options=options)
 
 
 def _check_dense_fits(m: int, n: int, options: Options) -> None:

@@ -42,6 +42,10 @@ from ._local_solve import (
 from ._sums import KernelSums
 
 _EPS = np.finfo(np.float64).eps
+# A local fit whose moments about the query carry more relative error than this is
+# refitted about an origin of its own (_inference/_recentred.py): the solve amplifies
+# the moments' error by its condition (30% from 1e-6 in a local quadratic).
+LOST_DIGITS = 1e-9
 
 __all__ = [
     "DEAD_VARIANCE",
@@ -342,24 +346,24 @@ def fit_local(mom: Moments, M, B, q, degree: int):
 def cancelled(mom: Moments, Mq: np.ndarray, q: np.ndarray, degree: int) -> tuple:
     """Which queries' moments lost most digits to the expansion, and whether that is known.
 
-    The moments of degree ``2p`` about ``q`` carry a relative error of about
-    ``eps (|q|^2 / s^2)^p``, ``s^2`` the neighbourhood's variance, read from
-    ``Mq``: flagged above ``1e-6``.  ``resolved``: that variance kept three
-    digits itself (``eps |q|^2 < 1e-3 s^2``), so the flag is sure; otherwise
-    the window may be a single point, with a variance of 0 rounded
-    (:func:`skl_nw._engine.lost_digits` then bounds it by the kernel's reach).
-    Both (m,) bool.
+    The expansion's terms are of the size of ``|q|^g`` (``q`` from the
+    training inputs' centre), its results of ``E|t|^g`` (``t = z - q`` over
+    the window): the moments of degree ``2p`` carry a relative error of about
+    ``eps (|q|^2 / E|t|^2)^p``, flagged above ``LOST_DIGITS``.  A window
+    around ``q`` has ``E|t|^2`` its variance; a query far outside the data,
+    about ``|q|^2`` (no loss).  ``resolved``: ``E|t|^2`` kept three digits
+    itself, so the flag is sure; otherwise the window may be a single point
+    at ``q`` (:func:`skl_nw._engine.lost_digits` then bounds it by the
+    kernel's reach).  Both (m,) bool.
     """
     if degree == 0 or mom.d == 0:
         none = np.zeros(len(q), bool)
         return none, none
-    unit = np.eye(mom.d, dtype=np.intp)
-    first, second = position(mom.d, mom.top, unit), position(mom.d, mom.top, 2 * unit)
+    second = position(mom.d, mom.top, 2 * np.eye(mom.d, dtype=np.intp))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        mean = Mq[:, first] / Mq[:, :1]
-        spread = (Mq[:, second] / Mq[:, :1] - mean**2).sum(axis=1)
-        ratio = (q**2).sum(axis=1) / np.maximum(spread, np.finfo(float).tiny)
-        return _EPS * ratio**degree > 1e-6, _EPS * ratio < 1e-3
+        near = (Mq[:, second] / Mq[:, :1]).sum(axis=1)  # E|t|^2
+        ratio = (q**2).sum(axis=1) / np.maximum(near, np.finfo(float).tiny)
+        return _EPS * ratio**degree > LOST_DIGITS, _EPS * ratio < 1e-3
 
 
 def query_units(q: np.ndarray) -> np.ndarray:

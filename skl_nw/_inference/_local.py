@@ -32,6 +32,7 @@ from ._bootstrap import squared_weight_sums
 from ._formulas import local_residual_variance, root_in_unit, sandwich_factor
 from ._local_variance import line_std, noise_units, zero_lambda_cells
 from ._methods import _FEW_COLUMNS, _SmootherInferenceMixin
+from ._recentred import local_fits
 
 
 class _LocalInferenceMixin(_SmootherInferenceMixin):
@@ -135,14 +136,14 @@ class _LocalInferenceMixin(_SmootherInferenceMixin):
         degree = self._fit_degree()
         mom = Moments(d, 2 * degree, degree)
         gi, P = gram_index(d, degree), npar(d, degree)
-        mean, std = np.empty((len(Q), k)), np.empty((len(Q), k))
         if degree == 0 or d == 0:  # Nadaraya–Watson: the noise variance about a local line
             mean, std = line_std(self, Q, Z, Y)
             return mean, scale * std
         unit = power_of_two(np.abs(Y).max(axis=0, initial=0.0))  # y x^g of y ~ 1e308: no overflow
         E = self._exact_train().weight_exponent()
         values = np.column_stack([Y / unit, Z])
-        for block, q, sums in self._local(Q, mom, powers=(1, 2), values=values, extra=Z**2):
+
+        def solve(q, sums):
             # Every moment and coefficient in the query's units (far queries: no overflow).
             coef, a, Mq, Bq, e = fit_local_units(mom, *mom.read(sums, 0, 0, 2 * k), q, degree)
             second = Moments.columns(sums, 0, 0)[:, -1 - k : -1]
@@ -153,8 +154,12 @@ class _LocalInferenceMixin(_SmootherInferenceMixin):
             M2, _, qe = to_units(mom, mom.read(sums, 0, 1, 2 * k, E)[0], None, q, e)
             M2 = mom.shift(M2, qe)
             with np.errstate(over="ignore"):  # a fit beyond the float range
-                mean[block] = coef[:, 0, :k] * unit
-            std[block] = root_in_unit(sandwich_factor(a, M2[:, gi])[:, None] * sigma2, E)
+                fit = coef[:, 0, :k] * unit
+            std = root_in_unit(sandwich_factor(a, M2[:, gi])[:, None] * sigma2, E)
+            # in bandwidth units, as lost_digits reads them
+            return (fit, std), np.ldexp(Mq, unit_exponents(e, d, mom.top)[:, : Mq.shape[1]])
+
+        mean, std = local_fits(self, Q, mom, degree, solve, (1, 2), values, Z**2)
         return mean, scale * std
 
 

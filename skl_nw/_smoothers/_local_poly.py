@@ -11,11 +11,12 @@ from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from .._engine import BinnedLocalFit, Moments, fit_local, lost_digits, npar, power_of_two
+from .._engine import BinnedLocalFit, Moments, fit_local, npar, power_of_two
 from .._inference._diagnostics import _SummaryMixin
 from .._inference._local import _LocalInferenceMixin
 from .._inference._local_variance import local_sums
 from .._inference._methods import local_constant_gradient
+from .._inference._recentred import local_fits
 from . import _loess
 from ._base import _NWBase, _RegressorMixin
 from ._local_loo import LocalLeaveOneOut
@@ -333,21 +334,13 @@ class LocalPolynomialRegressor(_SummaryMixin, _LocalInferenceMixin, _RegressorMi
         degree = self._fit_degree()
         mom = Moments(d, 2 * degree, degree)
         coef = np.zeros((len(Q), npar(d, self.degree), k))
-        far = 0
-        for block, q, sums in self._local(Q, mom, values=Y / unit):
+
+        def solve(q, sums):
             fitted, _, Mq, _ = fit_local(mom, *mom.read(sums, 0, 0, k), q, degree)
-            coef[block, : fitted.shape[1]] = fitted
-            far += int(lost_digits(mom, Mq, Q[block], q, train, degree, self._options()).sum())
-        if far:
-            warnings.warn(
-                f"{far} of {len(Q)} queries lie so far from the training inputs' centre, in "
-                "units of their neighbourhood's spread, that the moments of their local fit "
-                f"lost most digits (about eps (distance / spread)^{2 * degree}): those fits "
-                "may be inexact or drop to a lower degree. Lower the degree, widen the "
-                "bandwidth or span, or transform the inputs to spread them more evenly.",
-                UserWarning,
-                stacklevel=3,
-            )
+            return (fitted,), Mq
+
+        (fitted,) = local_fits(self, Q, mom, degree, solve, values=Y / unit)
+        coef[:, : fitted.shape[1]] = fitted
         with np.errstate(over="ignore"):  # a fit or slope beyond the float range
             return coef * unit
 

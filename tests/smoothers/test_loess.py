@@ -620,16 +620,57 @@ def test_tophat_span_leaves_the_k_th_row_on_the_edge(rng, d, algorithm):
     assert np.all((est.attention_weights(Q) > 0).sum(axis=1) == k - 1)
 
 
-def test_fits_whose_moments_lost_their_digits_are_announced(rng):
+def _direct_local_fit(x, y, q, radius, degree, profile):
+    """Weighted least squares about ``q`` itself, the kernel ``profile`` of ``|x - q| / radius``."""
+    K = profile(np.abs(x - q) / radius)
+    P = np.vander(x - q, degree + 1, increasing=True)
+    root = np.sqrt(K)
+    return np.linalg.lstsq(P * root[:, None], y * root, rcond=None)[0][0]
+
+
+def test_fits_far_from_the_middle_of_the_data_are_refitted_about_their_own_origin(rng):
     # Log-normal inputs: the dense region lies thousands of span radii from the middle of
-    # the range, where a local quadratic's moments, expanded about the query, cancel.
+    # the range, where a local quadratic's moments, expanded about the query, cancelled
+    # (0.65 off R's loess): such queries are refitted about an origin of their own.
     x = np.sort(rng.lognormal(0, 2.0, 2000))
     y = np.log(x) + 0.1 * rng.normal(size=2000)
-    Q = x[::100, None]
+    Q = x[::100]
     est = LocalPolynomialRegressor(bandwidth=1.0, kernel="tricube", degree=2, span=0.05)
-    with pytest.warns(UserWarning, match=r"[0-9]+ of 20 queries lie so far .* lost most digits"):
-        est.fit(x[:, None], y).predict(Q)
-    with warnings.catch_warnings():  # the local linear fit keeps its digits, as do the data
-        warnings.simplefilter("error")  # spread evenly (the log of x)
-        est.set_params(degree=1).fit(x[:, None], y).predict(Q)
-        est.set_params(degree=2).fit(np.log(x)[:, None], y).predict(np.log(Q))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = est.fit(x[:, None], y).predict(Q[:, None])
+        mean, std = est.predict(Q[:, None], return_std=True)
+    tricube = lambda u: np.where(u < 1, (1 - np.minimum(u, 1) ** 3) ** 3, 0.0)  # noqa: E731
+    radius = [np.sort(np.abs(x - q))[est.n_neighbors_ - 1] for q in Q]
+    expected = [_direct_local_fit(x, y, q, r, 2, tricube) for q, r in zip(Q, radius, strict=True)]
+    assert_allclose(got, expected, rtol=1e-9, atol=1e-9)
+    assert_allclose(mean, got, rtol=1e-10)
+    assert np.all(np.isfinite(std))
+
+
+@pytest.mark.parametrize("algorithm", ["brute", "kd_tree"])
+def test_a_local_quadratic_hundreds_of_bandwidths_from_the_middle_is_exact(rng, algorithm):
+    # 250 bandwidths from the middle, the expansion's moments lost 1e-6 of their size
+    # and the solve amplified it to 30% of the fit.
+    x = rng.uniform(0, 1000, 2000)
+    y = np.sin(x / 30) + 0.1 * rng.normal(size=2000)
+    Q = np.array([3.0, 10.0, 500.0, 990.0, 997.0])
+    est = LocalPolynomialRegressor(degree=2, bandwidth=2.0, kernel="epanechnikov",
+                                   algorithm=algorithm).fit(x[:, None], y)  # fmt: skip
+    epanechnikov = lambda u: np.maximum(1 - u**2, 0.0)  # noqa: E731
+    expected = [_direct_local_fit(x, y, q, 2.0, 2, epanechnikov) for q in Q]
+    enough = [np.sum(np.abs(x - q) < 2.0) >= 6 for q in Q]  # else the fit drops a degree
+    assert sum(enough) >= 3
+    got = est.predict(Q[:, None])
+    assert_allclose(got[enough], np.array(expected)[enough], rtol=1e-9, atol=1e-9)
+
+
+def test_fits_that_cannot_be_refitted_are_announced(rng, monkeypatch):
+    from skl_nw._inference import _recentred
+
+    monkeypatch.setattr(_recentred, "_REFIT_ROWS", 0)  # no refit within the budget
+    x = rng.uniform(0, 1000, 2000)
+    est = LocalPolynomialRegressor(degree=2, bandwidth=2.0, kernel="epanechnikov")
+    est.fit(x[:, None], np.sin(x / 30))
+    with pytest.warns(UserWarning, match=r"[0-9]+ of 3 queries lie so far .* could not be refit"):
+        est.predict([[3.0], [10.0], [997.0]])

@@ -1,0 +1,106 @@
+"""Local fits whose moments lost their digits, refitted about an origin of their own.
+
+A local fit's moments about a query ``q`` come from raw moments about the
+training inputs' centre by a binomial expansion (:mod:`skl_nw._engine._local_fit`),
+which cancels where ``q`` lies many of its neighbourhood's spreads from that
+centre: ``eps (|q| / s)^(2p)`` relative, 30% off in a local quadratic 250
+bandwidths out.  :func:`local_fits` finds such queries
+(:func:`skl_nw._engine.lost_digits`), groups them by place, and takes each
+group's sums again with value columns about the group's own origin, from which
+the expansion is short: the engine's one primitive, other value columns.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+
+import numpy as np
+
+from .. import _engine
+from .._engine import LOST_DIGITS, Moments, lost_digits
+
+__all__ = ["local_fits"]
+
+# Refits cost a pass over the training rows per group: above this many rows times
+# groups, the queries are left as they are, and the warning says so.
+_REFIT_ROWS = 1 << 27
+
+
+def local_fits(est, Q: np.ndarray, mom: Moments, degree: int, solve: Callable,
+               powers=(1,), values=None, extra=None) -> list[np.ndarray]:  # fmt: skip
+    """Run ``solve(q, sums) -> (outputs, Mq)`` over every query; refit the ones that lost digits.
+
+    ``outputs`` is a tuple of arrays with one row per query of the block
+    (``q`` centred, as :func:`local_sums` gives it), ``Mq`` the moments about
+    ``q``.  Returns the outputs for all of ``Q``.
+    """
+    from ._local_variance import local_sums
+
+    train, options = est._exact_train(), est._options()
+    out, far = None, []
+    for block, q, sums in local_sums(est, Q, mom, powers, values, extra):
+        parts, Mq = solve(q, sums)
+        if out is None:
+            out = [np.empty((len(Q), *part.shape[1:])) for part in parts]
+        for whole, part in zip(out, parts, strict=True):
+            whole[block] = part
+        far.append(np.arange(len(Q))[block][lost_digits(mom, Mq, Q[block], q, train, degree,
+                                                        options)])  # fmt: skip
+    pending = np.concatenate(far) if far else np.empty(0, np.intp)
+    if not pending.size:  # also every fit of degree 0, which has no expansion to lose
+        return out
+    Y = train.to_caller(train.values) if values is None else values
+    Z = train.to_caller(train.X)
+    # Groups as wide as the threshold allows for a spread of a quarter of the reach;
+    # the queries still flagged about their group's origin go to groups 8 times narrower.
+    factor = 0.25 * (LOST_DIGITS / np.finfo(float).eps) ** (1.0 / (2 * degree))
+    while pending.size and factor >= 0.1:
+        q = Q[pending, : train.d] - train.center
+        groups = _groups(q, factor * _engine.reach(Q[pending], train, options))
+        if len(groups) * train.n_samples > _REFIT_ROWS:
+            break
+        still = []
+        for group in groups:
+            rows, origin = pending[group], q[group].mean(axis=0)
+            V = mom.values(Z - origin, Y)
+            V = V if extra is None else np.column_stack([V, extra])
+            sums = _engine.kernel_sums(Q[rows], train, est._kernel, values=V, powers=powers,
+                                       fallback=est.fallback, options=options)  # fmt: skip
+            parts, Mq = solve(q[group] - origin, sums)
+            for whole, part in zip(out, parts, strict=True):
+                whole[rows] = part
+            still.append(rows[lost_digits(mom, Mq, Q[rows], q[group] - origin, train, degree,
+                                          options)])  # fmt: skip
+        pending, factor = np.concatenate(still), factor / 8
+    if pending.size:
+        _warn(len(pending), len(Q), degree)
+    return out
+
+
+def _groups(q: np.ndarray, width: np.ndarray) -> list[np.ndarray]:
+    """Group the queries within ``width`` of a first one (along every feature): index arrays.
+
+    ``width`` (each query's kernel reach; a pair is within the smaller) keeps
+    every member's moments about the group's mean a few spreads from the
+    member: the expansion from there loses nothing.
+    """
+    left, groups = np.arange(len(q)), []
+    while left.size:
+        near = np.abs(q[left] - q[left[0]]).max(axis=1) <= np.minimum(width[left], width[left[0]])
+        groups.append(left[near])
+        left = left[~near]
+    return groups
+
+
+def _warn(far: int, m: int, degree: int) -> None:
+    warnings.warn(
+        f"{far} of {m} queries lie so far from the training inputs' centre, in units of "
+        "their neighbourhood's spread, that the moments of their local fit lost most digits "
+        f"(about eps (distance / spread)^{2 * degree}), and could not be refitted about "
+        "origins of their own (too many groups of them, or windows too narrow): those fits "
+        "may be inexact or drop to a lower degree. Widen the bandwidth or span, or predict "
+        "fewer such queries at a time.",
+        UserWarning,
+        stacklevel=4,
+    )
