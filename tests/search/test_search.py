@@ -10,12 +10,13 @@ import re
 
 import numpy as np
 import pytest
+import sklearn
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy.stats import rankdata
 from sklearn.base import clone, is_classifier, is_regressor
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LinearRegression
-from sklearn.metrics import log_loss, mean_absolute_error, mean_squared_error
+from sklearn.metrics import get_scorer, log_loss, mean_absolute_error, mean_squared_error
 from sklearn.model_selection import GridSearchCV, KFold, LeaveOneOut
 from sklearn.neighbors import KNeighborsRegressor
 
@@ -400,8 +401,15 @@ def test_other_cv_equals_sklearn_gridsearchcv(rng, est, cv, scoring, weighted):
     default = "neg_log_loss" if is_classifier(est) else "neg_mean_squared_error"
     ours = BandwidthSearchCV(est, bandwidths=candidates, cv=cv, scoring=scoring)
     ours.fit(X, y, sample_weight=w)
-    ref = GridSearchCV(est, {"bandwidth": candidates}, cv=cv, scoring=scoring or default)
-    ref.fit(X, y, **({} if w is None else {"sample_weight": w}))
+    if w is None:
+        ref = GridSearchCV(est, {"bandwidth": candidates}, cv=cv, scoring=scoring or default)
+        ref.fit(X, y)
+    else:  # fits and fold scores weighted, as the search weights them (routing or not)
+        with sklearn.config_context(enable_metadata_routing=True):
+            requested = clone(est).set_fit_request(sample_weight=True)
+            scorer = get_scorer(scoring or default).set_score_request(sample_weight=True)
+            ref = GridSearchCV(requested, {"bandwidth": candidates}, cv=cv, scoring=scorer)
+            ref.fit(X, y, sample_weight=w)
     assert_allclose(
         ours.cv_results_["mean_test_score"], ref.cv_results_["mean_test_score"], rtol=1e-12
     )
