@@ -47,7 +47,9 @@ __all__ = [
 # In two features or more, squared distances over r^2 within this of 1 are the k-th
 # row's (or its ties'): on the kernel's edge, whatever the rounding of the two
 # distances (the radius's and the pair's, summed by different passes) made of them;
-# only the tophat is not 0 there.  In one, both are the same |x - q|: exact.
+# only the tophat is not 0 there.  In one, both are the same |x - q|: exact.  The
+# compiled grid holds its own copy (_compiled_grid._EDGE), in the sources whose
+# digest decides when its cached machine code is stale.
 EDGE = 64 * np.finfo(np.float64).eps
 _BYTES_PER_ENTRY = 40
 _MAX_CHUNK = 4096

@@ -50,6 +50,11 @@ def _row_chunks(m: int, n: int, copies: int = 2):
     return (slice(s, min(s + rows, m)) for s in range(0, m, rows))
 
 
+def _unit_exponent(w: np.ndarray) -> int:
+    """``u`` of the weights' unit ``2^u <= max w < 2^(u + 1)``: ``w / 2^u`` is exact, near 1."""
+    return int(np.frexp(w.max())[1]) - 1
+
+
 def _inverse(w: np.ndarray) -> np.ndarray:
     """``1 / w`` with 0 for rows of weight 0 (they take no part)."""
     return np.where(w > 0, 1.0 / np.where(w > 0, w, 1.0), 0.0)
@@ -103,7 +108,7 @@ def bootstrap_t(
     """
     # In the weights' unit 2^u (subnormal weights: 1 / w overflowed); E, R and se are
     # then 2^(u/2) times theirs, and T their ratio.
-    u = int(np.frexp(w.max())[1]) - 1
+    u = _unit_exponent(w)
     E, c = scaled_residuals(weights, Qtrain, Y, np.ldexp(w, -u))
     (n, k), m = Y.shape, len(Q)
     root_c = np.sqrt(np.where(c > 0, c, np.inf))[:, None]
@@ -158,7 +163,7 @@ def squared_weight_sums(weights: Weights, Q: np.ndarray, w: np.ndarray) -> np.nd
     Summed in the weights' unit ``2^u`` (subnormal weights: ``1 / w`` overflowed):
     infinite only where the sum itself passes the float range.
     """
-    u = int(np.frexp(w.max())[1]) - 1
+    u = _unit_exponent(w)
     inv_w = _inverse(np.ldexp(w, -u))
     out = np.empty(len(Q))
     for rows in _row_chunks(len(Q), len(w), copies=1):

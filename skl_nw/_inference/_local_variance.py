@@ -187,17 +187,20 @@ def _weighted_median(a: np.ndarray, w: np.ndarray) -> float:
     return float(a[order[np.searchsorted(cumulative, half)]])
 
 
-def local_sums(est, Q: np.ndarray, mom: Moments, powers=(1,), values=None, extra=None):
+def local_sums(est, Q: np.ndarray, mom: Moments, powers=(1,), values=None, extra=None,
+               origin=None):  # fmt: skip
     """Yield ``(block, q, sums)`` over blocks of an estimator's scaled queries (``q`` centred).
 
     ``est`` is a fitted Nadaraya–Watson or local polynomial estimator (its
     ``_exact_train``, ``_kernel``, ``fallback`` and ``_options``).  Value
     columns ``mom.values(Z, values)`` (default: the training targets), then
-    the columns ``extra`` (n, e) if given.
+    the columns ``extra`` (n, e) if given.  ``origin`` (d,): the monomials,
+    and ``q``, about that point of the centred units instead of the centre.
     """
     train = est._exact_train()
+    origin = np.zeros(train.d) if origin is None else origin
     Y = train.to_caller(train.values) if values is None else values
-    V = mom.values(train.to_caller(train.X), Y)
+    V = mom.values(train.to_caller(train.X) - origin, Y)
     if extra is not None:
         V = np.column_stack([V, extra])
     per_row = (mom.shift.pairs + mom.yshift.pairs * Y.shape[1]) * 2 + V.shape[1] * 4
@@ -206,7 +209,7 @@ def local_sums(est, Q: np.ndarray, mom: Moments, powers=(1,), values=None, extra
             Q[block], train, est._kernel, values=V, powers=powers,
             fallback=est.fallback, options=est._options(),
         )  # fmt: skip
-        yield block, Q[block, : train.d] - train.center, sums
+        yield block, Q[block, : train.d] - train.center - origin, sums
 
 
 def residual_share(mom: Moments, M: np.ndarray, M2: np.ndarray, q: np.ndarray, degree: int):

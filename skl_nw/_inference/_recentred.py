@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import _engine
 from .._engine import LOST_DIGITS, Moments, lost_digits
+from ._local_variance import local_sums
 
 __all__ = ["local_fits"]
 
@@ -35,8 +36,6 @@ def local_fits(est, Q: np.ndarray, mom: Moments, degree: int, solve: Callable,
     (``q`` centred, as :func:`local_sums` gives it), ``Mq`` the moments about
     ``q``.  Returns the outputs for all of ``Q``.
     """
-    from ._local_variance import local_sums
-
     train, options = est._exact_train(), est._options()
     out, far = None, []
     for block, q, sums in local_sums(est, Q, mom, powers, values, extra):
@@ -50,8 +49,6 @@ def local_fits(est, Q: np.ndarray, mom: Moments, degree: int, solve: Callable,
     pending = np.concatenate(far) if far else np.empty(0, np.intp)
     if not pending.size:  # also every fit of degree 0, which has no expansion to lose
         return out
-    Y = train.to_caller(train.values) if values is None else values
-    Z = train.to_caller(train.X)
     # Groups as wide as the threshold allows for a spread of a quarter of the reach;
     # the queries still flagged about their group's origin go to groups 8 times narrower.
     factor = 0.25 * (LOST_DIGITS / np.finfo(float).eps) ** (1.0 / (2 * degree))
@@ -62,16 +59,14 @@ def local_fits(est, Q: np.ndarray, mom: Moments, degree: int, solve: Callable,
             break
         still = []
         for group in groups:
-            rows, origin = pending[group], q[group].mean(axis=0)
-            V = mom.values(Z - origin, Y)
-            V = V if extra is None else np.column_stack([V, extra])
-            sums = _engine.kernel_sums(Q[rows], train, est._kernel, values=V, powers=powers,
-                                       fallback=est.fallback, options=options)  # fmt: skip
-            parts, Mq = solve(q[group] - origin, sums)
-            for whole, part in zip(out, parts, strict=True):
-                whole[rows] = part
-            still.append(rows[lost_digits(mom, Mq, Q[rows], q[group] - origin, train, degree,
-                                          options)])  # fmt: skip
+            rows = pending[group]
+            for block, qo, sums in local_sums(est, Q[rows], mom, powers, values, extra,
+                                              origin=q[group].mean(axis=0)):  # fmt: skip
+                parts, Mq = solve(qo, sums)
+                for whole, part in zip(out, parts, strict=True):
+                    whole[rows[block]] = part
+                still.append(rows[block][lost_digits(mom, Mq, Q[rows[block]], qo, train,
+                                                     degree, options)])  # fmt: skip
         pending, factor = np.concatenate(still), factor / 8
     if pending.size:
         _warn(len(pending), len(Q), degree)

@@ -16,7 +16,7 @@ import numpy as np
 from sklearn.base import clone, is_classifier
 from sklearn.utils import _safe_indexing
 
-from .._smoothers._base import rule_of_thumb, warn_few_observations
+from .._smoothers._base import default_lambdas, rule_of_thumb
 
 # Default lambdas of each categorical feature, as fractions of its kernel's largest
 # (0: split by category; 1: ignore the feature, or 0.95 where 1 is not admissible).
@@ -42,9 +42,7 @@ def base_bandwidth(cats, Xnum: np.ndarray, rule: str, w: np.ndarray) -> np.ndarr
     cont = ~cats.mask
     if cont.any():
         h[cont] = rule_of_thumb(Xnum[:, cont], rule, w)
-    else:
-        warn_few_observations(w.sum(), np.count_nonzero(w))
-    h[cats.mask] = cats.default_lambdas(w.sum(), int(cont.sum()))
+    h[cats.mask] = default_lambdas(cats, w, int(cont.sum()), warn=not cont.any())
     return h
 
 

@@ -143,6 +143,13 @@ def warn_few_observations(total: float, rows: int) -> None:
         )
 
 
+def default_lambdas(cats, w: np.ndarray, n_continuous: int, warn: bool) -> np.ndarray:
+    """Return the categorical default lambdas at ``n = sum(w)``; warn of few observations."""
+    if warn:
+        warn_few_observations(w.sum(), np.count_nonzero(w))
+    return cats.default_lambdas(w.sum(), n_continuous)
+
+
 class _RegressorMixin(RegressorMixin):
     """scikit-learn's regressor mixin with an R^2 that does not depend on the scale of y."""
 
@@ -263,10 +270,9 @@ class _NWBase(BaseEstimator):
             h[:] = self._resolve_continuous(X, w)
         elif cont.any():
             h[cont] = self._resolve_continuous(X[:, cont], w)
-        if not given:
-            if not (cont.any() and isinstance(self.bandwidth, str)):  # else the rule warned
-                warn_few_observations(w.sum(), np.count_nonzero(w))
-            h[cats.mask] = cats.default_lambdas(w.sum(), int(cont.sum()))
+        if not given:  # the rule of thumb has warned of few observations, if it ran
+            ruled = cont.any() and isinstance(self.bandwidth, str)
+            h[cats.mask] = default_lambdas(cats, w, int(cont.sum()), warn=not ruled)
         cats.check_lambdas(h[cats.mask])
         return h
 
