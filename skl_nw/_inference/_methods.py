@@ -378,7 +378,7 @@ def local_constant_gradient(est, Q: np.ndarray) -> np.ndarray:
         Q, train, est._kernel, values=np.column_stack([Yc, X, XY]), powers=(1, "ds"),
         fallback=est.fallback, options=est._options(),
     )  # fmt: skip
-    h = est.bandwidth_[~est.is_categorical_]  # the continuous features' columns
+    h = est._widths()  # the continuous features' widths in the scaled inputs' units
     return nw_gradient(sums, Q[:, : train.d] - train.center, k, h) * unit[None, :, None]
 
 
@@ -393,7 +393,11 @@ class _DensityMixin:
         ``W_c`` the class's total sample weight and ``c_d`` the kernel's
         normalising constant in ``d`` dimensions.  With categorical features,
         ``K`` also multiplies their discrete kernels, and ``d`` and the
-        ``h_j`` count the continuous features only.
+        ``h_j`` count the continuous features only.  With a ``span`` the
+        widths at ``x`` are ``h_j r_x``, its radius (the balloon estimator of
+        the nearest neighbours, which need not integrate to 1): where ``x``
+        sits on ``k`` or more rows (``r_x = 0``), ``+inf`` for the classes
+        with rows at ``x`` and ``-inf`` for the others.
 
         Parameters
         ----------
@@ -425,9 +429,11 @@ class _DensityMixin:
         # statsmodels' KDEMultivariate), and their bandwidths are lambdas, not widths.
         cont = ~self.is_categorical_
         d = int(cont.sum())
-        const = (kernel.log_normalizer(d) if d else 0.0) - np.log(self.bandwidth_[cont]).sum()
+        const = (kernel.log_normalizer(d) if d else 0.0) - np.log(self._widths()).sum()
         with np.errstate(divide="ignore", invalid="ignore"):
             L = L - log_T + const
+            if train.neighbours is not None and d:  # a span: widths h_j r_q at each query
+                L = L - d * np.log(_engine.reach(Q, train, self._options()))[:, None]
         return np.where(np.isnan(L), -np.inf, L)
 
     def score_samples(self, X: ArrayLike) -> np.ndarray:
@@ -438,7 +444,9 @@ class _DensityMixin:
         sample weight, ``c_d`` the kernel's normalising constant), i.e. the
         mixture of the class densities with the empirical class weights
         whatever ``priors`` are.  Low values flag queries far from the
-        training data, where the classifier extrapolates.
+        training data, where the classifier extrapolates.  With a ``span``,
+        the widths at each query are ``h_j r_x`` (see
+        :meth:`score_class_samples`).
 
         Parameters
         ----------

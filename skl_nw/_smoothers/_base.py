@@ -36,6 +36,25 @@ def _mid_range(X: np.ndarray) -> np.ndarray:
         return np.where(np.isfinite(high - low), 0.5 * low + 0.5 * high, 0.0)
 
 
+def _span_unit(X: np.ndarray, h: np.ndarray) -> float:
+    """Return a power of two ``u`` that puts the widest half-range within ``(u h, 4 u h]``.
+
+    From the exponents of the half-ranges and the widths: no quotient to
+    overflow, and ``u h`` never passes the half-range (finite).  1.0 without
+    a spread.
+    """
+    if not len(X):
+        return 1.0
+    with np.errstate(over="ignore"):
+        half = 0.5 * X.max(axis=0) - 0.5 * X.min(axis=0)
+    spread = half > 0
+    if not spread.any():
+        return 1.0
+    _, e_half = np.frexp(half[spread])
+    _, e_h = np.frexp(h[spread])
+    return float(np.ldexp(1.0, int(np.max(e_half - e_h)) - 1))
+
+
 def _weighted_scale(x: np.ndarray, w: np.ndarray) -> float:
     """Robust scale ``min(std, IQR / 1.349)`` of one feature with frequency weights.
 
@@ -318,11 +337,23 @@ class _NWBase(BaseEstimator):
         if origin is not None:
             with np.errstate(over="ignore"):  # an overflow is the error raised below
                 Xc = Xc - origin
-        Xs = self._divide(Xc, self.bandwidth_[cont], name)
+        Xs = self._divide(Xc, self._widths(), name)
         if cats is None:
             return Xs
         rows = cats.log_rows(X[:, cats.mask], self.bandwidth_[cats.mask])
         return np.hstack([Xs, rows])
+
+    def _widths(self) -> np.ndarray:
+        """Return the continuous widths of the engine's inputs: ``bandwidth_`` in the span's unit.
+
+        With a span a common multiple of the bandwidths changes no fit (each
+        radius is a distance in their metric), so span fits scale by a power
+        of two of their own (:func:`_span_unit`): ``bandwidth=1.0`` on inputs
+        of 1e-200 or 1e80 keeps its moments and squared distances in range.
+        """
+        cats = getattr(self, "_categories", None)
+        h = self.bandwidth_ if cats is None else self.bandwidth_[~cats.mask]
+        return h * getattr(self, "_unit", 1.0)  # None: a fit pickled before it
 
     @staticmethod
     def _divide(X: np.ndarray, h: np.ndarray, name: str) -> np.ndarray:
@@ -347,7 +378,9 @@ class _NWBase(BaseEstimator):
         self._kernel = get_kernel(self.kernel)
         self.bandwidth_ = self._resolve_bandwidth(X, w)
         cats = getattr(self, "_categories", None)
-        self._origin = _mid_range(X[w > 0][:, slice(None) if cats is None else ~cats.mask])
+        Xc = X[w > 0][:, slice(None) if cats is None else ~cats.mask]
+        self._origin = _mid_range(Xc)
+        self._unit = 1.0 if getattr(self, "span", None) is None else _span_unit(Xc, self._widths())
         return self._scale(X), w
 
     def _build(self, Xs: np.ndarray, w: np.ndarray, values: np.ndarray, groups=None) -> None:

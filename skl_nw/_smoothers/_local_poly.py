@@ -475,11 +475,8 @@ class LocalPolynomialRegressor(_SummaryMixin, _LocalInferenceMixin, _RegressorMi
         """Return the gradient at the scaled queries: (m, k, d)."""
         if self.degree >= 1:
             slopes = self._backend.local_fit(Q, True, self._exact_fit)[1]
-            return np.swapaxes(slopes, 1, 2) / self._continuous_h()
+            return np.swapaxes(slopes, 1, 2) / self._widths()
         return local_constant_gradient(self, Q)  # degree 0 is Nadaraya–Watson
-
-    def _continuous_h(self) -> np.ndarray:
-        return self.bandwidth_[~self.is_categorical_]
 
     def _leave_one_out(self) -> LocalLeaveOneOut:
         """Return what BandwidthSearchCV needs (see :class:`skl_nw._engine.LeaveOneOut`)."""

@@ -27,6 +27,9 @@ ESTIMATORS = {
     "nw": lambda: NadarayaWatsonRegressor(),
     "local_linear": lambda: LocalPolynomialRegressor(degree=1),
     "local_quadratic": lambda: LocalPolynomialRegressor(degree=2),
+    # A span with bandwidth=1.0 (R's normalize=FALSE): the widths stay 1, the radii scale.
+    "span_nw": lambda: NadarayaWatsonRegressor(span=0.4, bandwidth=1.0),
+    "span_quadratic": lambda: LocalPolynomialRegressor(degree=2, span=0.5, bandwidth=1.0),
 }
 
 
@@ -66,9 +69,11 @@ def _assert_scaled(got: dict, base: dict, factor: float, powers: dict, default: 
 @pytest.mark.parametrize("name", ESTIMATORS)
 def test_scaling_x_scales_the_bandwidth_and_the_gradient_only(rng, name, factor):
     X, y, Q = _data(rng)
-    base = _results(ESTIMATORS[name]().fit(X, y), Q)
+    est = ESTIMATORS[name]()
+    base = _results(est.fit(X, y), Q)
     got = _results(ESTIMATORS[name]().fit(X * factor, y), Q * factor)
-    _assert_scaled(got, base, factor, X_POWER, 0)
+    fixed = not isinstance(est.bandwidth, str)  # a given bandwidth does not scale
+    _assert_scaled(got, base, factor, {**X_POWER, "bandwidth": 1 - fixed}, 0)
 
 
 @pytest.mark.parametrize("factor", FACTORS)

@@ -228,6 +228,31 @@ def test_parzen_probabilities_against_the_dense_formula(rng):
         assert clf.n_neighbors_ == 15
 
 
+@pytest.mark.parametrize("algorithm", TREES)
+@pytest.mark.parametrize("d", [1, 2])
+def test_parzen_densities_take_each_query_s_radius(rng, d, algorithm):
+    """With a span the kernel at q has widths h r_q: the balloon estimator of the neighbours.
+
+    So a common multiple of the bandwidths changes no density either.
+    """
+    X = rng.normal(size=(80, d))
+    y = np.where(X[:, 0] > 0, "b", "a")
+    Q = rng.normal(size=(9, d)) * 1.5
+    h, k = np.array([0.7, 1.9][:d]), 20
+    r, D = radii(X, Q, h, k)
+    K = PROFILES["gaussian"](D / r[:, None]) * (2 * np.pi) ** (-d / 2)
+    unit = np.prod(h) * r[:, None] ** d
+    want = np.column_stack([K[:, y == c].mean(1) for c in ("a", "b")]) / unit
+    for scale in (1.0, 1e-120, 3e90):
+        clf = ParzenClassifier(h * scale, span=k / 80, algorithm=algorithm).fit(X, y)
+        assert_allclose(np.exp(clf.score_class_samples(Q)), want, rtol=1e-10)
+        assert_allclose(np.exp(clf.score_samples(Q)), K.mean(1) / unit[:, 0], rtol=1e-10)
+    # On k rows of one class the radius is 0: that class's density is +inf, the other's 0.
+    X[:k], y[:k] = X[0], "a"
+    clf = ParzenClassifier(h, span=k / 80, algorithm=algorithm).fit(X, y)
+    assert clf.score_class_samples(X[:1])[0].tolist() == [np.inf, -np.inf]
+
+
 # ------------------------------------------------------------------ backends, LOO
 def test_trees_equal_brute_force_everywhere(rng):
     X = rng.normal(size=(90, 2))
