@@ -380,7 +380,9 @@ class _NWBase(BaseEstimator):
         cats = getattr(self, "_categories", None)
         Xc = X[w > 0][:, slice(None) if cats is None else ~cats.mask]
         self._origin = _mid_range(Xc)
-        self._unit = 1.0 if getattr(self, "span", None) is None else _span_unit(Xc, self._widths())
+        self._unit = 1.0  # the span's unit of the widths (refits start from 1)
+        if getattr(self, "span", None) is not None:
+            self._unit = _span_unit(Xc, self._widths())
         return self._scale(X), w
 
     def _build(self, Xs: np.ndarray, w: np.ndarray, values: np.ndarray, groups=None) -> None:

@@ -76,6 +76,14 @@ def test_scaling_x_scales_the_bandwidth_and_the_gradient_only(rng, name, factor)
     _assert_scaled(got, base, factor, {**X_POWER, "bandwidth": 1 - fixed}, 0)
 
 
+@pytest.mark.parametrize("name", ["span_nw", "span_quadratic"])
+def test_a_refit_at_another_scale_is_a_fresh_fit(rng, name):
+    X, y, Q = _data(rng)
+    est = ESTIMATORS[name]().fit(X * 1e-250, y)
+    got = _results(est.fit(X * 1e250, y), Q * 1e250)
+    _assert_scaled(got, _results(ESTIMATORS[name]().fit(X * 1e250, y), Q * 1e250), 1.0, {}, 0)
+
+
 @pytest.mark.parametrize("factor", FACTORS)
 @pytest.mark.parametrize("name", ESTIMATORS)
 def test_scaling_y_scales_every_result_in_units_of_y(rng, name, factor):
