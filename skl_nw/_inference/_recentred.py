@@ -21,7 +21,7 @@ from .. import _engine
 from .._engine import LOST_DIGITS, Moments, lost_digits
 from ._local_variance import local_sums
 
-__all__ = ["local_fits"]
+__all__ = ["local_fits", "recentre"]
 
 # Refits cost a pass over the training rows per group: above this many rows times
 # groups, the queries are left as they are, and the warning says so.
@@ -47,30 +47,44 @@ def local_fits(est, Q: np.ndarray, mom: Moments, degree: int, solve: Callable,
         far.append(np.arange(len(Q))[block][lost_digits(mom, Mq, Q[block], q, train, degree,
                                                         options)])  # fmt: skip
     pending = np.concatenate(far) if far else np.empty(0, np.intp)
-    if not pending.size:  # also every fit of degree 0, which has no expansion to lose
-        return out
-    # Groups as wide as the threshold allows for a spread of a quarter of the reach;
-    # the queries still flagged about their group's origin go to groups 8 times narrower.
-    factor = 0.25 * (LOST_DIGITS / np.finfo(float).eps) ** (1.0 / (2 * degree))
-    while pending.size and factor >= 0.1:
-        q = Q[pending, : train.d] - train.center
-        groups = _groups(q, factor * _engine.reach(Q[pending], train, options))
-        if len(groups) * train.n_samples > _REFIT_ROWS:
-            break
+
+    def refit(rows: np.ndarray, origin: np.ndarray) -> np.ndarray:
         still = []
-        for group in groups:
-            rows = pending[group]
-            for block, qo, sums in local_sums(est, Q[rows], mom, powers, values, extra,
-                                              origin=q[group].mean(axis=0)):  # fmt: skip
-                parts, Mq = solve(qo, sums)
-                for whole, part in zip(out, parts, strict=True):
-                    whole[rows[block]] = part
-                still.append(rows[block][lost_digits(mom, Mq, Q[rows[block]], qo, train,
-                                                     degree, options)])  # fmt: skip
+        for block, qo, sums in local_sums(est, Q[rows], mom, powers, values, extra,
+                                          origin=origin):  # fmt: skip
+            parts, Mq = solve(qo, sums)
+            for whole, part in zip(out, parts, strict=True):
+                whole[rows[block]] = part
+            still.append(rows[block][lost_digits(mom, Mq, Q[rows[block]], qo, train,
+                                                 degree, options)])  # fmt: skip
+        return np.concatenate(still)
+
+    q = Q[:, : train.d] - train.center
+    reach = lambda rows: _engine.reach(Q[rows], train, options)  # noqa: E731
+    recentre(pending, q, reach, degree, train.n_samples, refit)
+    return out
+
+
+def recentre(pending, q, reach: Callable, degree: int, n_train: int, refit: Callable) -> None:
+    """Refit the ``pending`` fits in groups, each about its members' mean; warn for the rest.
+
+    ``q`` (m, d) the fits' places in the centred units, ``reach(rows)`` their
+    kernel's reach there, ``refit(rows, origin) -> rows`` refits ``rows``
+    about ``origin`` and returns those still flagged.  Groups are as wide as
+    the threshold allows for a spread of a quarter of the reach; the fits
+    still flagged about their group's origin go to groups 8 times narrower.
+    """
+    if not pending.size:  # also every fit of degree 0, which has no expansion to lose
+        return
+    m, factor = len(q), 0.25 * (LOST_DIGITS / np.finfo(float).eps) ** (1.0 / (2 * degree))
+    while pending.size and factor >= 0.1:
+        groups = _groups(q[pending], factor * reach(pending))
+        if len(groups) * n_train > _REFIT_ROWS:
+            break
+        still = [refit(pending[g], q[pending[g]].mean(axis=0)) for g in groups]
         pending, factor = np.concatenate(still), factor / 8
     if pending.size:
-        _warn(len(pending), len(Q), degree)
-    return out
+        _warn(len(pending), m, degree)
 
 
 def _groups(q: np.ndarray, width: np.ndarray) -> list[np.ndarray]:
@@ -97,5 +111,5 @@ def _warn(far: int, m: int, degree: int) -> None:
         "may be inexact or drop to a lower degree. Widen the bandwidth or span, or predict "
         "fewer such queries at a time.",
         UserWarning,
-        stacklevel=4,
+        stacklevel=5,
     )

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _engine
-from .._engine import Moments, exponents, fit_local, position, usable_degree
+from .._engine import Moments, exponents, fit_local, lost_digits, position, usable_degree
+from .._inference._recentred import recentre
 from .._kernels import Kernel
 
 __all__ = ["LocalLeaveOneOut"]
@@ -59,18 +60,14 @@ class LocalLeaveOneOut:
         ``rows`` (caller order) computes only those training rows' predictions
         (the progress blocks and the backend probe of the search).
         """
-        Y, k = self.targets, self.targets.shape[1]
-        Z = self.Z if rows is None else self.Z[np.asarray(rows)]
-        factors = _engine.common_multiples(self.train, factors)
-        sums = _engine.kernel_sums(
-            None, self.train, self.kernel, values=self._mom.values(self.Z, Y),
-            factors=factors, loo=True, rows=rows, fallback=self.fallback,
-            options=_engine.Options(rtol=self.rtol, n_jobs=n_jobs),
-        )  # fmt: skip
-        out = np.empty((len(sums.shift[0]), len(Z), k))
-        for f, factor in enumerate(np.asarray(factors, dtype=float)):
-            M, B = self._mom.rescale(*self._mom.read(sums, f, 0, k), factor)
-            out[f] = fit_local(self._mom, M, B, Z / factor, self.degree)[0][:, 0]
+        mom, k = self._mom, self.targets.shape[1]
+
+        def solve(sums, f, factor, q, sub):
+            M, B = mom.rescale(*mom.read(sums, f, 0, k), factor)
+            coef, _, Mq, _ = fit_local(mom, M, B, q, self.degree)
+            return (coef[:, 0],), Mq
+
+        (out,) = self._row_fits(mom, self.degree, factors, rows, solve, True, n_jobs)
         return out
 
     def fits(self, factors, n_jobs=None) -> tuple[np.ndarray, np.ndarray]:
@@ -80,21 +77,60 @@ class LocalLeaveOneOut:
         fit: its attention weight ``w_i K(0) L(z_i, z_i) / sum_j w_j K_ij L_ij``
         times ``e_1 . G^-1 e_1``, the fitted polynomial's value at ``x_i``.
         """
-        Y, k, degree = self.targets, self.targets.shape[1], self.fit_degree
-        factors = _engine.common_multiples(self.train, factors)
+        k, degree = self.targets.shape[1], self.fit_degree
         mom = Moments(self.Z.shape[1], 2 * degree, degree)
-        sums = _engine.kernel_sums(
-            None, self.train, self.kernel, values=mom.values(self.Z, Y), factors=factors,
-            fallback=self.fallback, options=_engine.Options(rtol=self.rtol, n_jobs=n_jobs),
-        )  # fmt: skip
-        own = _engine.hat_diagonal(sums, self.train.to_caller(self.train.self_log_weights()))
-        fitted = np.empty((len(factors), len(Y), k))
-        hat = np.empty((len(factors), len(Y)))
-        for f, factor in enumerate(np.asarray(factors, dtype=float)):
+        log_w = self.train.to_caller(self.train.self_log_weights())
+
+        def solve(sums, f, factor, q, sub):
+            own = _engine.hat_diagonal(sums, log_w[sub])[:, f]
             M, B = mom.rescale(*mom.read(sums, f, 0, k), factor)
-            coef, a, _, _ = fit_local(mom, M, B, self.Z / factor, degree)
-            fitted[f], hat[f] = coef[:, 0], own[:, f] * a[:, 0]
-        return fitted, hat
+            coef, a, Mq, _ = fit_local(mom, M, B, q, degree)
+            return (coef[:, 0], own * a[:, 0]), Mq
+
+        return self._row_fits(mom, degree, factors, None, solve, False, n_jobs)
+
+    def _row_fits(self, mom, degree, factors, rows, solve, loo: bool, n_jobs) -> list:
+        """Run ``solve(sums, f, factor, q, sub) -> (parts, Mq)`` at training rows, per factor.
+
+        ``rows`` (caller order; None: all), their fits without themselves if
+        ``loo``; ``parts`` are (len(sub), ...) arrays, gathered into (F,
+        len(rows), ...).  Fits whose moments lost their digits to the
+        expansion about the row are refitted about origins of their own
+        (:func:`skl_nw._inference._recentred.recentre`), as predictions are.
+        """
+        train, Y = self.train, self.targets
+        rows = np.arange(len(Y)) if rows is None else np.asarray(rows, dtype=np.intp)
+        factors = np.asarray(_engine.common_multiples(train, factors), dtype=np.float64)
+        options = _engine.Options(rtol=self.rtol, n_jobs=n_jobs)
+        Z, out = self.Z[rows], []
+
+        def sweep(sub, fs, origin) -> list[np.ndarray]:
+            """Fit rows ``sub`` at factors ``fs`` about ``origin``; return each factor's flags."""
+            sums = _engine.kernel_sums(
+                None, train, self.kernel, values=mom.values(self.Z - origin, Y),
+                factors=factors[fs], loo=loo, rows=rows[sub], fallback=self.fallback,
+                options=options,
+            )  # fmt: skip
+            flags = []
+            for i, f in enumerate(fs):
+                q = (Z[sub] - origin) / factors[f]
+                parts, Mq = solve(sums, i, factors[f], q, sub)
+                if not out:
+                    out.extend(np.empty((len(factors), len(rows), *p.shape[1:])) for p in parts)
+                for whole, part in zip(out, parts, strict=True):
+                    whole[f, sub] = part
+                flags.append(lost_digits(mom, Mq, queries(sub), q, train, degree, options))
+            return flags
+
+        def queries(sub) -> np.ndarray:  # the rows as the engine takes queries
+            return train.queries(train.inverse_rows(rows[sub])) + train.query_center
+
+        flagged = sweep(np.arange(len(rows)), np.arange(len(factors)), np.zeros(train.d))
+        for f, flags in enumerate(flagged):
+            refit = lambda sub, origin, f=f: sub[sweep(sub, [f], origin)[0]]  # noqa: E731
+            reach = lambda sub, f=f: factors[f] * _engine.reach(queries(sub), train, options)  # noqa: E731
+            recentre(np.flatnonzero(flags), Z, reach, degree, train.n_samples, refit)
+        return out
 
     def loss_grad(
         self,

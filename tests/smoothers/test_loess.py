@@ -690,6 +690,42 @@ def test_a_local_quadratic_hundreds_of_bandwidths_from_the_middle_is_exact(rng, 
     assert_allclose(got[enough], np.array(expected)[enough], rtol=1e-9, atol=1e-9)
 
 
+def _direct_row_fits(x, y, width, degree, profile, leave_out):
+    """Each row's weighted least squares about itself, without it if ``leave_out``."""
+    fits = np.empty(len(x))
+    for i, q in enumerate(x):
+        keep = np.arange(len(x)) != i if leave_out else slice(None)
+        r = width[i] if np.ndim(width) else width
+        fits[i] = _direct_local_fit(x[keep], y[keep], q, r, degree, profile)
+    return fits
+
+
+@pytest.mark.parametrize("algorithm", ["brute", "kd_tree"])
+@pytest.mark.parametrize("span", [None, 0.012])
+def test_in_sample_and_leave_one_out_fits_far_from_the_middle_are_refitted(rng, span, algorithm):
+    # The training rows' own fits (summary, the leave-one-out search) took the same
+    # expansion from the centre as predictions did: a local cubic at h = 2 on [0, 1000]
+    # had sigma2 2% and leave-one-out fits 0.04 off.
+    x = np.sort(rng.uniform(0, 1000, 2000))
+    y = np.sin(x / 3) + 0.1 * rng.normal(size=2000)
+    gaussian = lambda u: np.exp(-0.5 * u**2)  # noqa: E731
+    est = LocalPolynomialRegressor(degree=3, bandwidth=2.0 if span is None else 1.0,
+                                   span=span, algorithm=algorithm).fit(x[:, None], y)  # fmt: skip
+    if span is None:
+        width = loo_width = 2.0
+    else:  # the k-th nearest row's distance, the row itself counted or not
+        D = np.sort(np.abs(x[:, None] - x[None]), axis=1)
+        width, loo_width = D[:, est.n_neighbors_ - 1], D[:, est.n_neighbors_]
+    fitted = _direct_row_fits(x, y, width, 3, gaussian, False)
+    loo = _direct_row_fits(x, y, loo_width, 3, gaussian, True)
+    summary = est.summary()
+    assert_allclose(summary.sigma2, np.mean((y - fitted) ** 2), rtol=1e-9)
+    assert_allclose(summary.loo_mse, np.mean((y - loo) ** 2), rtol=1e-9)
+    grid = {"bandwidths": [2.0]} if span is None else {"spans": [span]}
+    search = BandwidthSearchCV(est, **grid).fit(x[:, None], y)
+    assert_allclose(-search.best_score_, np.mean((y - loo) ** 2), rtol=1e-9)
+
+
 def test_fits_that_cannot_be_refitted_are_announced(rng, monkeypatch):
     from skl_nw._inference import _recentred
 
