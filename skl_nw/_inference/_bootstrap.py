@@ -23,9 +23,15 @@ Hall 1992 and nprobust's sup-t bands, Calonico, Cattaneo & Farrell 2019):
   ``1 - alpha`` quantile of ``|T*| = |m_hat* - E* m_hat*| / se*`` (pointwise)
   or of ``max_q |T*(q)|`` (a simultaneous band).
 
-Sample weights are frequency weights: row ``i`` has noise variance
-``sigma^2 / w_i``, so ``e~_i`` is divided by ``sqrt(w_i)`` and ``c_i`` reads
-``1 - 2 H_ii + w_i sum_j H_ij^2 / w_j``.  ``benchmarks/bench_coverage.py``
+Sample weights are frequency weights, as everywhere in the package: row ``i``
+stands for ``w_i`` copies, each of noise variance ``sigma^2``, so that integer
+weights give the standard error of repeated rows.  A copy's residual has
+variance ``sigma^2 (1 - 2 H_ii / w_i + sum_j H_ij^2 / w_j)``, and the row's
+noise in the sandwich, ``sigma^2 / w_i``, is estimated by ``e_i^2 / D_i``,
+``D_i`` ``w_i`` times that factor.  The bootstrap draws one multiplier a row
+(the sum of its copies' is of variance ``w_i``), whose rows then have noise
+``sigma^2 / w_i`` and residual variance ``sigma^2 c_i / w_i``,
+``c_i = 1 - 2 H_ii + w_i sum_j H_ij^2 / w_j``.  ``benchmarks/bench_coverage.py``
 measures the coverage.
 """
 
@@ -37,7 +43,7 @@ import numpy as np
 from scipy.stats import t as student_t
 from sklearn import get_config
 
-from ._formulas import root_in_unit, wild_multipliers
+from ._formulas import wild_multipliers
 
 __all__ = ["bootstrap_t", "effective_df", "scaled_residuals", "squared_weight_sums", "t_quantile"]
 
@@ -63,23 +69,30 @@ def _inverse(w: np.ndarray) -> np.ndarray:
 def scaled_residuals(
     weights: Weights, Qtrain: np.ndarray, Y: np.ndarray, w: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Residuals rescaled to the noise, over ``sqrt(w)``: ``e~ / sqrt(w)`` (n, k), and ``c`` (n,).
+    """Return residuals rescaled to a row's noise, ``e / sqrt(D)`` (n, k), and ``c`` (n,).
 
-    ``c_i = 1 - 2 H_ii + w_i sum_j H_ij^2 / w_j`` (``H`` the in-sample
-    weights, by chunks of training rows); a point that is its own only
-    neighbour (``c_i = 0``) has residual 0 and keeps it.
+    ``D_i = w_i - 2 H_ii + w_i sum_j H_ij^2 / w_j`` is ``w_i`` times the
+    variance of one of row ``i``'s ``w_i`` copies' residual per unit noise
+    variance (``H`` the in-sample weights, by chunks of training rows), so
+    that integer weights are repeated rows; ``c_i = D_i - (w_i - 1)`` is
+    ``w_i`` times the residual variance of a row of noise ``sigma^2 / w_i``
+    (the bootstrap's rows).  ``w_i sum_j H_ij^2 / w_j`` is taken in the
+    weights' unit (subnormal weights: ``1 / w`` overflowed).  A row whose
+    ``D_i`` is 0 or less (its own only neighbour, or a neighbourhood of
+    fewer than about two counted observations) has residual 0.
     """
     n = len(Y)
-    fit, c, inv_w = np.empty_like(Y), np.empty(n), _inverse(w)
+    unit = np.ldexp(w, -_unit_exponent(w))
+    fit, c, inv_w = np.empty_like(Y), np.empty(n), _inverse(unit)
     for rows in _row_chunks(n, n):
         H = weights(Qtrain[rows])
         fit[rows] = H @ Y
         own = H[np.arange(H.shape[0]), np.arange(rows.start, rows.stop)]
-        c[rows] = 1.0 - 2.0 * own + w[rows] * ((H**2) @ inv_w)
-    c = np.maximum(c, 0.0)
+        c[rows] = 1.0 - 2.0 * own + unit[rows] * ((H**2) @ inv_w)
+    D = c + (w - 1.0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        E = (Y - fit) * np.sqrt(inv_w / np.where(c > 0, c, np.inf))[:, None]
-    return np.where(np.isfinite(E), E, 0.0), c
+        E = (Y - fit) / np.sqrt(np.where(D > 0, D, np.inf))[:, None]
+    return np.where(np.isfinite(E), E, 0.0), np.maximum(c, 0.0)
 
 
 def bootstrap_t(
@@ -106,10 +119,7 @@ def bootstrap_t(
         The ``1 - alpha`` quantile of ``|T*|`` (pointwise) or of its maximum
         over the queries (queries with ``se = 0`` left out of the maximum).
     """
-    # In the weights' unit 2^u (subnormal weights: 1 / w overflowed); E, R and se are
-    # then 2^(u/2) times theirs, and T their ratio.
-    u = _unit_exponent(w)
-    E, c = scaled_residuals(weights, Qtrain, Y, np.ldexp(w, -u))
+    E, c = scaled_residuals(weights, Qtrain, Y, w)
     (n, k), m = Y.shape, len(Q)
     root_c = np.sqrt(np.where(c > 0, c, np.inf))[:, None]
     fit, se = np.empty((m, k)), np.empty((m, k))
@@ -128,7 +138,7 @@ def bootstrap_t(
             L = weights(Q[rows])
             L2 = L**2
             if start == 0:
-                fit[rows], se[rows] = L @ Y, root_in_unit(L2 @ E**2, u)
+                fit[rows], se[rows] = L @ Y, np.sqrt(L2 @ E**2)
             with np.errstate(divide="ignore", invalid="ignore"):
                 t = np.abs(L @ Es) / np.sqrt(L2 @ R**2)
             t = np.where(np.isfinite(t), t, 0.0).reshape(-1, b, k)  # se* = 0: no spread

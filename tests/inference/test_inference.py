@@ -17,6 +17,7 @@ from conftest import (
     robust_line_residuals,
 )
 from skl_nw import LocalPolynomialRegressor, NadarayaWatsonRegressor
+from skl_nw._inference._bootstrap import bootstrap_t
 from skl_nw._inference._formulas import sandwich_variance, wild_multipliers
 from skl_nw._kernels import kernel_names
 
@@ -256,8 +257,12 @@ def bootstrap_t_oracle(make, X, y, w, Q, V, alpha=0.05, simultaneous=False):
     L, H = hat_by_refits(make, X, w, Q)
     fit = make().fit(X, y, sample_weight=w)
     e = y - fit.predict(X)
+    # Frequency weights: row i is w_i copies of noise sigma^2, each residual of variance
+    # sigma^2 (1 - 2 H_ii / w_i + sum_j H_ij^2 / w_j); the bootstrap's rows (one multiplier
+    # each) have noise sigma^2 / w_i and residual variance sigma^2 c_i / w_i.
+    copy = 1 - 2 * np.diag(H) / w + (H**2) @ (1 / w)
     c = 1 - 2 * np.diag(H) + w * ((H**2) @ (1 / w))
-    e_tilde = e / np.sqrt(c) / np.sqrt(w)
+    e_tilde = e / np.sqrt(w * copy)
     se = np.sqrt((L**2) @ e_tilde**2)
     Es = V * e_tilde[:, None]
     boot = make().fit(X, Es, sample_weight=w)  # the bootstrap fits' deviations
@@ -304,6 +309,25 @@ def test_bootstrap_is_reproducible_and_matches_explicit_refits(rng, simultaneous
         lambda: NadarayaWatsonRegressor(bandwidth=0.6), X, y, w, Q, V, simultaneous=simultaneous
     )
     assert_allclose(a, want, rtol=1e-9, atol=1e-9)
+
+
+def test_bootstrap_standard_error_of_integer_weights_is_that_of_repeated_rows(rng):
+    # The sandwich of the copies (each its own residual and multiplier), written out; the
+    # critical value differs (one multiplier a row), the standard error must not.
+    X, y, w = _data(rng, n=40)
+    w = np.round(w) + 1
+    Q = rng.uniform(0, 4, (5, 2))
+    Xr, yr = np.repeat(X, w.astype(int), axis=0), np.repeat(y, w.astype(int))
+    make = lambda: NadarayaWatsonRegressor(bandwidth=0.3)  # noqa: E731
+    L, H = hat_by_refits(make, Xr, np.ones(len(yr)), Q)
+    e = yr - make().fit(Xr, yr).predict(Xr)
+    want = np.sqrt((L**2) @ (e**2 / (1 - 2 * np.diag(H) + (H**2).sum(axis=1))))
+    for fit in (make().fit(X, y, sample_weight=w), make().fit(Xr, yr)):
+        Y, v = fit._targets()
+        se = bootstrap_t(fit._weights, fit._queries(Q), fit._training_queries(), Y, v,
+                         n_boot=9, rng=np.random.RandomState(0), multipliers="rademacher",
+                         alpha=0.05, simultaneous=False, block_doubles=2**20)[1]  # fmt: skip
+        assert_allclose(se[:, 0], want, rtol=1e-9)
 
 
 def test_band_contains_the_pointwise_intervals(rng):
