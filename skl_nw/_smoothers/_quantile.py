@@ -8,6 +8,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import _fit_context
 from sklearn.metrics import d2_pinball_score
+from sklearn.utils._available_if import available_if
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
@@ -15,6 +16,19 @@ from .._inference._conditional import check_quantiles
 from ._nadaraya_watson import NadarayaWatsonRegressor, check_weights
 
 __all__ = ["KernelQuantileRegressor"]
+
+
+def _of_the_mean(name: str):
+    """An ``available_if`` check that hides the conditional mean's method ``name``."""
+
+    def check(est) -> bool:
+        raise AttributeError(
+            f"KernelQuantileRegressor has no {name}: it describes the conditional mean, not "
+            "the quantile that predict returns. Use NadarayaWatsonRegressor for the mean's, "
+            "and predict_quantiles for the distribution's levels."
+        )
+
+    return check
 
 
 class KernelQuantileRegressor(NadarayaWatsonRegressor):
@@ -72,6 +86,14 @@ y_bandwidth, y_kernel
     leave-one-out pinball loss; its default ``criterion="loo"`` would choose
     them for the mean (the squared error of the leave-one-out means).
 
+    The methods of :class:`NadarayaWatsonRegressor` that describe the
+    conditional mean (``predict_gradient``, ``predict_interval``,
+    ``summary``, and so :func:`significance_test`) are not offered here
+    (``AttributeError``): they would not describe the quantile that
+    :meth:`predict` returns.  Its distribution's methods
+    (``predict_quantiles``, ``predict_cdf``, ``predict_pdf``) and the
+    attention weights are.
+
     Examples
     --------
     >>> import numpy as np
@@ -93,6 +115,14 @@ y_bandwidth, y_kernel
         },
         "quantile": [Interval(Real, 0, 1, closed="both"), "array-like"],
     }
+
+    predict_gradient = available_if(_of_the_mean("predict_gradient"))(
+        NadarayaWatsonRegressor.predict_gradient
+    )
+    predict_interval = available_if(_of_the_mean("predict_interval"))(
+        NadarayaWatsonRegressor.predict_interval
+    )
+    summary = available_if(_of_the_mean("summary"))(NadarayaWatsonRegressor.summary)
 
     def __init__(
         self,

@@ -14,6 +14,7 @@ from skl_nw import (
     KernelQuantileRegressor,
     NadarayaWatsonRegressor,
     ParzenClassifier,
+    significance_test,
 )
 from skl_nw._kernels import kernel_names
 
@@ -234,6 +235,21 @@ def test_quantile_regressor_in_scikit_learn_tools():
     cv = BandwidthSearchCV(NadarayaWatsonRegressor(y_bandwidth=0.2), criterion="crps",
                            cv=3, bandwidths=[0.2, 0.5]).fit(X, y)  # fmt: skip
     assert cv.best_params_["y_bandwidth"] == 0.2
+
+
+def test_quantile_regressor_offers_none_of_the_mean_s_methods():
+    # Inherited, they described the conditional mean: a gradient of the mean's slope 0
+    # where the 0.9 quantile's was 2.6, an interval about the mean, the mean's R^2.
+    X, y, _ = _data(60, d=1)
+    reg = KernelQuantileRegressor(0.9, bandwidth=0.3).fit(X, y)
+    for name in ("predict_gradient", "predict_interval", "summary"):
+        assert not hasattr(reg, name)
+        with pytest.raises(AttributeError) as info:
+            getattr(reg, name)
+        assert "conditional mean" in str(info.value.__cause__)
+    with pytest.raises(ValueError, match="estimator must be a regressor with predict_gradient"):
+        significance_test(KernelQuantileRegressor(0.9, bandwidth=0.3), X, y, [0], n_boot=9)
+    assert reg.attention_weights(X[:3]).shape == (3, 60)
 
 
 @pytest.mark.parametrize("algorithm", ["brute", "kd_tree"])
