@@ -19,7 +19,7 @@ __all__ = ["KernelQuantileRegressor"]
 
 
 def _of_the_mean(name: str):
-    """An ``available_if`` check that hides the conditional mean's method ``name``."""
+    """Return an ``available_if`` check that hides the conditional mean's method ``name``."""
 
     def check(est) -> bool:
         raise AttributeError(
