@@ -28,6 +28,7 @@ import time
 
 import numpy as np
 from scipy.stats import rankdata
+from sklearn import get_config
 from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import Pipeline
@@ -67,6 +68,11 @@ _MAX_ROWS_BYTES = 2**26
 _MAX_PAIR_BYTES = 2**28
 
 
+def _chunk_bytes() -> int:
+    """``_CHUNK_BYTES``, or scikit-learn's ``working_memory`` where that is smaller."""
+    return min(_CHUNK_BYTES, int(get_config()["working_memory"] * 2**20))
+
+
 def crps_rows(A: np.ndarray, y_obs: np.ndarray, y: np.ndarray, h: float):
     """CRPS of each row's mixture ``sum_j A_rj G((. - y_j) / h)`` at ``y_obs[r]``: (m,).
 
@@ -83,7 +89,7 @@ def crps_rows(A: np.ndarray, y_obs: np.ndarray, y: np.ndarray, h: float):
         return np.einsum("ij,ij->i", A, np.abs(y_obs[:, None] - y)) - half_pairs
     near = np.einsum("ij,ij->i", A, abs_mean(y_obs[:, None] - y, h))
     pairs = np.zeros(len(A))
-    step = max(1, _CHUNK_BYTES // (8 * len(y)))
+    step = max(1, _chunk_bytes() // (8 * len(y)))
     for s in range(0, len(y), step):
         block = abs_mean(y[:, None] - y[s : s + step], np.sqrt(2.0) * h)
         pairs += np.einsum("ij,ij->i", A @ block, A[:, s : s + step])
@@ -105,7 +111,7 @@ def _loo_chunks(est, n: int):
     do not underflow against it); an empty row follows the estimator's
     ``fallback`` among the other points.
     """
-    size = max(1, _CHUNK_BYTES // (8 * n))
+    size = max(1, _chunk_bytes() // (8 * n))
     for start in range(0, n, size):
         rows = np.arange(start, min(start + size, n))
         yield rows, est._loo_attention(rows)
@@ -122,7 +128,7 @@ def _sorted_loo_chunks(est, y: np.ndarray, fused):
     n = len(y)
     order = np.argsort(y, kind="stable")
     if fused is not None and np.array_equal(fused.ys, y[order]):
-        size = max(1, _CHUNK_BYTES // (8 * n))
+        size = max(1, _chunk_bytes() // (8 * n))
         for start in range(0, n, size):
             places = np.arange(start, min(start + size, n))
             A = sorted_loo_weights(fused, places, est._options())
@@ -171,8 +177,9 @@ def _loo_rows(ctx, fit, h, y: np.ndarray):
         return kept[key]
     est = fit()
     chunks = _sorted_loo_chunks(est, y, est._fused(est._mixture))
-    if ctx.cache.get("crps_keep_rows") and 8 * len(y) ** 2 * (len(kept) + 1) <= _MAX_ROWS_BYTES:
-        kept[key] = list(chunks)  # one chunk: _MAX_ROWS_BYTES <= _CHUNK_BYTES
+    limit = min(_MAX_ROWS_BYTES, _chunk_bytes())  # one chunk: _MAX_ROWS_BYTES <= _CHUNK_BYTES
+    if ctx.cache.get("crps_keep_rows") and 8 * len(y) ** 2 * (len(kept) + 1) <= limit:
+        kept[key] = list(chunks)
         return kept[key]
     return chunks
 

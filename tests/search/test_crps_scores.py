@@ -6,7 +6,7 @@ from scipy import integrate
 from scipy.special import ndtr
 
 from conftest import naive_loo_weights
-from skl_nw import BandwidthSearchCV, NadarayaWatsonRegressor
+from skl_nw import BandwidthSearchCV, KernelQuantileRegressor, NadarayaWatsonRegressor
 from skl_nw._search import _crps_pairs
 from skl_nw._search._crps_pairs import PairTerms
 
@@ -298,3 +298,21 @@ def test_integer_weights_are_repeated_rows(criterion, categorical):
         rtol=1e-12,
     )  # fmt: skip
     assert weighted.best_index_ == repeated.best_index_
+
+
+@pytest.mark.parametrize("criterion", ["crps", "pinball"])
+def test_a_small_working_memory_chunks_the_rows_and_changes_no_score(criterion, rng):
+    # The leave-one-out rows came in blocks of 64 MiB, which the engine refused under a
+    # smaller working_memory (a MemoryError): 600 rows of 600 floats are 2.7 MiB.
+    import sklearn
+
+    X = rng.uniform(0, 1, (600, 1))
+    y = np.sin(3 * X[:, 0]) + rng.normal(0, 0.3, 600)
+    model = NadarayaWatsonRegressor if criterion == "crps" else KernelQuantileRegressor
+    make = lambda: BandwidthSearchCV(  # noqa: E731
+        model(kernel="epanechnikov", y_bandwidth=0.1), criterion=criterion, bandwidths=[0.1, 0.2]
+    )
+    whole = make().fit(X, y).cv_results_["mean_test_score"]
+    with sklearn.config_context(working_memory=1):
+        small = make().fit(X, y).cv_results_["mean_test_score"]
+    np.testing.assert_allclose(small, whole, rtol=1e-12)
