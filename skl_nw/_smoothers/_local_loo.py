@@ -153,29 +153,47 @@ class LocalLeaveOneOut:
         _engine.check_no_span(self.train)
         factors = np.exp(theta)
         train = self.train.rescaled(factors)
-        Z, Y = self.Z / factors, self.targets
-        k, dmom, mom = Y.shape[1], self._dmom, self._mom
-        sums = _engine.kernel_sums(
-            train.queries(train.inverse_rows(rows)), train, self.kernel,
-            values=dmom.values(Z, Y), powers=(1, "ds"),
-            exclude=rows, options=_engine.Options(rtol=self.rtol),
-        )  # fmt: skip
-        q = Z[rows]
-        M, B = dmom.read(sums, 0, 0, k)
-        coef, a, _, _ = fit_local(mom, M[:, : mom.n_plain], B[:, : mom.n_y], q, self.degree)
+        Z, Y, rows = self.Z / factors, self.targets, np.asarray(rows, dtype=np.intp)
+        options, out = _engine.Options(rtol=self.rtol), []
+
+        def part(sub, origin) -> np.ndarray:
+            """Fit rows ``sub`` about ``origin``; return which lost their digits."""
+            Q = train.queries(train.inverse_rows(rows[sub]))
+            sums = _engine.kernel_sums(
+                Q, train, self.kernel, values=self._dmom.values(Z - origin, Y),
+                powers=(1, "ds"), exclude=rows[sub], options=options,
+            )  # fmt: skip
+            q = Z[rows[sub]] - origin
+            coef, dP, Mq = self._moves(sums, q, Y.shape[1])
+            if not out:
+                out.extend(np.empty((len(rows), *x.shape[1:])) for x in (coef, dP))
+            out[0][sub], out[1][sub] = coef, dP
+            return lost_digits(self._mom, Mq, Q, q, train, self.degree, options)
+
+        flags = part(np.arange(len(rows)), np.zeros(train.d))
+        refit = lambda sub, origin: sub[part(sub, origin)]  # noqa: E731
+        reach = lambda sub: np.ones(len(sub))  # noqa: E731 - no span: a bandwidth
+        recentre(np.flatnonzero(flags), Z[rows], reach, self.degree, train.n_samples, refit)
+        coef, dP = out
         losses, R = loss_fn(coef[:, 0], rows)
+        r = row_weights / row_weights.sum()
+        return float(r @ losses), -2.0 * np.einsum("m,mk,mjk->j", r, R, dP)
+
+    def _moves(self, sums, q: np.ndarray, k: int) -> tuple:
+        """Local fits at ``q`` and ``dm / d log h_j`` (m, d, k); the moments about ``q``."""
+        dmom, mom = self._dmom, self._mom
+        M, B = dmom.read(sums, 0, 0, k)
+        coef, a, Mq, _ = fit_local(mom, M[:, : mom.n_plain], B[:, : mom.n_y], q, self.degree)
         # The fitted polynomials in raw monomials: phi(z - q) . a = phi(z) . (T^T a).
         T = mom.yshift.matrix(q)
         a_raw = np.einsum("mab,ma->mb", T, a)
         coef_raw = np.einsum("mab,mak->mbk", T, coef)
         Md, Bd = dmom.read(sums, 0, 1, k)
-        r = row_weights / row_weights.sum()
-        grad = np.empty(len(factors))
-        for j in range(len(factors)):
+        dP = np.empty((len(q), q.shape[1], k))
+        for j in range(q.shape[1]):
             qj = q[:, j, None, None]
             N = Md[:, self._plain[2][j]] - 2 * qj * Md[:, self._plain[1][j]]
             N += qj**2 * Md[:, self._plain[0][0]]
             By = Bd[:, self._y[2][j]] - 2 * qj * Bd[:, self._y[1][j]] + qj**2 * Bd[:, self._y[0][0]]
-            dP = np.einsum("ma,mak->mk", a_raw, By - N @ coef_raw)
-            grad[j] = -2.0 * np.einsum("m,mk,mk->", r, R, dP)
-        return float(r @ losses), grad
+            dP[:, j] = np.einsum("ma,mak->mk", a_raw, By - N @ coef_raw)
+        return coef, dP, Mq
