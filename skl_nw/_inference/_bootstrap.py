@@ -43,6 +43,7 @@ import numpy as np
 from scipy.stats import t as student_t
 from sklearn import get_config
 
+from .._smoothers._base import target_frame
 from ._formulas import wild_multipliers
 
 __all__ = ["bootstrap_t", "effective_df", "scaled_residuals", "squared_weight_sums", "t_quantile"]
@@ -119,6 +120,10 @@ def bootstrap_t(
         The ``1 - alpha`` quantile of ``|T*|`` (pointwise) or of its maximum
         over the queries (queries with ``se = 0`` left out of the maximum).
     """
+    # About the targets' mid-range: weights sum to 1 only to their rounding (a local
+    # polynomial's equivalent kernel: 3e-14), which y + 1e9 would multiply.
+    centre = target_frame(Y)[0]
+    Y = Y - centre
     E, c = scaled_residuals(weights, Qtrain, Y, w)
     (n, k), m = Y.shape, len(Q)
     root_c = np.sqrt(np.where(c > 0, c, np.inf))[:, None]
@@ -138,7 +143,7 @@ def bootstrap_t(
             L = weights(Q[rows])
             L2 = L**2
             if start == 0:
-                fit[rows], se[rows] = L @ Y, np.sqrt(L2 @ E**2)
+                fit[rows], se[rows] = L @ Y + centre, np.sqrt(L2 @ E**2)
             with np.errstate(divide="ignore", invalid="ignore"):
                 t = np.abs(L @ Es) / np.sqrt(L2 @ R**2)
             t = np.where(np.isfinite(t), t, 0.0).reshape(-1, b, k)  # se* = 0: no spread

@@ -23,10 +23,10 @@ from .._engine import (
     gram_index,
     monomials,
     npar,
-    power_of_two,
     to_units,
     unit_exponents,
 )
+from .._smoothers._base import target_frame
 from ._bands import warn_outside
 from ._bootstrap import squared_weight_sums
 from ._formulas import local_residual_variance, root_in_unit, sandwich_factor
@@ -139,9 +139,9 @@ class _LocalInferenceMixin(_SmootherInferenceMixin):
         if degree == 0 or d == 0:  # Nadaraya–Watson: the noise variance about a local line
             mean, std = line_std(self, Q, Z, Y)
             return mean, scale * std
-        unit = power_of_two(np.abs(Y).max(axis=0, initial=0.0))  # y x^g of y ~ 1e308: no overflow
+        centre, unit = target_frame(Y)  # y + 1e9: no cancellation, y ~ 1e308: no overflow
         E = self._exact_train().weight_exponent()
-        values = np.column_stack([Y / unit, Z])
+        values = np.column_stack([(Y - centre) / unit, Z])
 
         def solve(q, sums):
             # Every moment and coefficient in the query's units (far queries: no overflow).
@@ -154,7 +154,7 @@ class _LocalInferenceMixin(_SmootherInferenceMixin):
             M2, _, qe = to_units(mom, mom.read(sums, 0, 1, 2 * k, E)[0], None, q, e)
             M2 = mom.shift(M2, qe)
             with np.errstate(over="ignore"):  # a fit beyond the float range
-                fit = coef[:, 0, :k] * unit
+                fit = coef[:, 0, :k] * unit + centre
             std = root_in_unit(sandwich_factor(a, M2[:, gi])[:, None] * sigma2, E)
             # in bandwidth units, as lost_digits reads them
             return (fit, std), np.ldexp(Mq, unit_exponents(e, d, mom.top)[:, : Mq.shape[1]])

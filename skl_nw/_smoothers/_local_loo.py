@@ -8,6 +8,7 @@ from .. import _engine
 from .._engine import Moments, exponents, fit_local, lost_digits, position, usable_degree
 from .._inference._recentred import recentre
 from .._kernels import Kernel
+from ._base import target_frame
 
 __all__ = ["LocalLeaveOneOut"]
 
@@ -36,6 +37,9 @@ class LocalLeaveOneOut:
         self.train, self.kernel, self.degree, self.rtol = train, kernel, degree, rtol
         self.fallback = fallback
         self.targets = train.to_caller(train.values)
+        # Fitted in the targets' frame (y + 1e9: no cancellation), read back by read_y.
+        self._centre, self._unit = target_frame(self.targets)
+        self._Y = (self.targets - self._centre) / self._unit
         self.Z = train.to_caller(train.X)
         self._mom = Moments(d, 2 * degree, degree)
         self._dmom = Moments(d, 2 * degree + 2, degree + 2)
@@ -65,7 +69,7 @@ class LocalLeaveOneOut:
         def solve(sums, f, factor, q, sub):
             M, B = mom.rescale(*mom.read(sums, f, 0, k), factor)
             coef, _, Mq, _ = fit_local(mom, M, B, q, self.degree)
-            return (coef[:, 0],), Mq
+            return (self._read_y(coef[:, 0]),), Mq
 
         (out,) = self._row_fits(mom, self.degree, factors, rows, solve, True, n_jobs)
         return out
@@ -85,7 +89,7 @@ class LocalLeaveOneOut:
             own = _engine.hat_diagonal(sums, log_w[sub])[:, f]
             M, B = mom.rescale(*mom.read(sums, f, 0, k), factor)
             coef, a, Mq, _ = fit_local(mom, M, B, q, degree)
-            return (coef[:, 0], own * a[:, 0]), Mq
+            return (self._read_y(coef[:, 0]), own * a[:, 0]), Mq
 
         return self._row_fits(mom, degree, factors, None, solve, False, n_jobs)
 
@@ -98,7 +102,7 @@ class LocalLeaveOneOut:
         expansion about the row are refitted about origins of their own
         (:func:`skl_nw._inference._recentred.recentre`), as predictions are.
         """
-        train, Y = self.train, self.targets
+        train, Y = self.train, self._Y
         rows = np.arange(len(Y)) if rows is None else np.asarray(rows, dtype=np.intp)
         factors = np.asarray(_engine.common_multiples(train, factors), dtype=np.float64)
         options = _engine.Options(rtol=self.rtol, n_jobs=n_jobs)
@@ -153,7 +157,7 @@ class LocalLeaveOneOut:
         _engine.check_no_span(self.train)
         factors = np.exp(theta)
         train = self.train.rescaled(factors)
-        Z, Y, rows = self.Z / factors, self.targets, np.asarray(rows, dtype=np.intp)
+        Z, Y, rows = self.Z / factors, self._Y, np.asarray(rows, dtype=np.intp)
         options, out = _engine.Options(rtol=self.rtol), []
 
         def part(sub, origin) -> np.ndarray:
@@ -175,9 +179,14 @@ class LocalLeaveOneOut:
         reach = lambda sub: np.ones(len(sub))  # noqa: E731 - no span: a bandwidth
         recentre(np.flatnonzero(flags), Z[rows], reach, self.degree, train.n_samples, refit)
         coef, dP = out
-        losses, R = loss_fn(coef[:, 0], rows)
+        losses, R = loss_fn(self._read_y(coef[:, 0]), rows)
         r = row_weights / row_weights.sum()
-        return float(r @ losses), -2.0 * np.einsum("m,mk,mjk->j", r, R, dP)
+        return float(r @ losses), -2.0 * np.einsum("m,mk,mjk->j", r, R, dP * self._unit)
+
+    def _read_y(self, fits: np.ndarray) -> np.ndarray:
+        """Fits (..., k) of the targets' frame in the targets' units."""
+        with np.errstate(over="ignore"):  # a fit beyond the float range
+            return fits * self._unit + self._centre
 
     def _moves(self, sums, q: np.ndarray, k: int) -> tuple:
         """Local fits at ``q`` and ``dm / d log h_j`` (m, d, k); the moments about ``q``."""

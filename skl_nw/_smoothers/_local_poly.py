@@ -11,14 +11,14 @@ from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from .._engine import BinnedLocalFit, Moments, fit_local, npar, power_of_two
+from .._engine import BinnedLocalFit, Moments, fit_local, npar
 from .._inference._diagnostics import _SummaryMixin
 from .._inference._local import _LocalInferenceMixin
 from .._inference._local_variance import local_sums
 from .._inference._methods import local_constant_gradient
 from .._inference._recentred import local_fits
 from . import _loess
-from ._base import _NWBase, _RegressorMixin
+from ._base import _NWBase, _RegressorMixin, target_frame
 from ._local_loo import LocalLeaveOneOut
 from ._local_mixed import MixedLocalLeaveOneOut
 
@@ -328,9 +328,7 @@ class LocalPolynomialRegressor(_SummaryMixin, _LocalInferenceMixin, _RegressorMi
         d = train.d  # the continuous features
         Y = train.to_caller(train.values) if values is None else values
         k = Y.shape[1]
-        # In units of a power of two near max |y| (exact): the moments y x^g of y ~ 1e308
-        # overflowed (NaN fits).
-        unit = power_of_two(np.abs(Y).max(axis=0, initial=0.0))
+        centre, unit = target_frame(Y)
         degree = self._fit_degree()
         mom = Moments(d, 2 * degree, degree)
         coef = np.zeros((len(Q), npar(d, self.degree), k))
@@ -339,10 +337,12 @@ class LocalPolynomialRegressor(_SummaryMixin, _LocalInferenceMixin, _RegressorMi
             fitted, _, Mq, _ = fit_local(mom, *mom.read(sums, 0, 0, k), q, degree)
             return (fitted,), Mq
 
-        (fitted,) = local_fits(self, Q, mom, degree, solve, values=Y / unit)
+        (fitted,) = local_fits(self, Q, mom, degree, solve, values=(Y - centre) / unit)
         coef[:, : fitted.shape[1]] = fitted
         with np.errstate(over="ignore"):  # a fit or slope beyond the float range
-            return coef * unit
+            coef *= unit
+            coef[:, 0] += centre
+        return coef
 
     def predict(self, X: ArrayLike, return_std: bool = False):
         """Value of the local polynomial at each query.

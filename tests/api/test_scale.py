@@ -93,6 +93,31 @@ def test_scaling_y_scales_every_result_in_units_of_y(rng, name, factor):
     _assert_scaled(got, base, factor, Y_POWER, 1)
 
 
+@pytest.mark.parametrize("offset", [2.0**20, -(2.0**30)])
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_shifting_y_shifts_the_fits_and_nothing_else(rng, name, offset):
+    # Dyadic data: y + offset is exact, so the fits may differ by their rounding at the
+    # offset's size only.  The local polynomials' moments y t^g cancelled (1e-2 off a
+    # local quadratic at an offset of 2^30, a million times that rounding).
+    X, y, Q = _data(rng)
+    X, y = np.round(X * 2**10) / 2**10, np.round(y * 2**20) / 2**20
+    base = _results(ESTIMATORS[name]().fit(X, y), Q)
+    got = _results(ESTIMATORS[name]().fit(X, y + offset), Q)
+    shifted = {"predict", "mean", "normal", "bootstrap"}
+    for key, value in got.items():
+        want = base[key] + offset if key in shifted else base[key]
+        assert_allclose(value, want, rtol=0, atol=64 * abs(offset) * 2**-52, err_msg=key)
+    search = lambda t: (
+        BandwidthSearchCV(  # noqa: E731
+            ESTIMATORS[name](), bandwidths=[0.3, 0.6]
+        )
+        .fit(X, t)
+        .cv_results_["mean_test_score"]
+    )
+    if ESTIMATORS[name]().span is None:
+        assert_allclose(search(y + offset), search(y), rtol=1e-6)
+
+
 @pytest.mark.parametrize("factor", FACTORS)
 def test_std_of_huge_targets_matches_the_dense_oracle(rng, factor):
     X, y, Q = _data(rng)
