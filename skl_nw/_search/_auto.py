@@ -19,6 +19,7 @@ import numpy as np
 from sklearn.base import is_classifier
 
 from .._kernels import get_kernel
+from ._paths import robust
 from ._results import caller_level
 
 __all__ = ["CENTRED_FACTORS", "resolve_method", "resolve_per_feature"]
@@ -49,8 +50,11 @@ def resolve_method(ctx, cats, loo) -> str:
     """
     if ctx.method != "auto":
         if ctx.method != "grid":
+            _check_fixed_weights(ctx)
             _warn_what_gradients_ignore(ctx)
         return ctx.method
+    if robust(ctx.estimator):  # every candidate refitted: a grid
+        return "grid"
     # Candidates given, or an in-sample criterion (AICc, GCV): they are scored on a grid.
     if ctx.bandwidths is not None or ctx.criterion != "loo":
         return "grid"
@@ -63,6 +67,17 @@ def resolve_method(ctx, cats, loo) -> str:
         return "grid"
     # Categorical features: L-BFGS-B learns each lambda (the grid is 40 x 7^J candidates).
     return "lbfgs" if loo().takes_lambdas else "grid"
+
+
+def _check_fixed_weights(ctx) -> None:
+    """Raise where a gradient method would follow a loss whose robustness weights are stale."""
+    if robust(ctx.estimator):
+        raise ValueError(
+            f"method={ctx.method!r} follows the leave-one-out gradient at the fit's "
+            "robustness weights, but with robust_iterations > 0 those weights change with "
+            "the bandwidth. Use method='grid' (or 'auto'), which refits every candidate, "
+            "or robust_iterations=0."
+        )
 
 
 def _warn_what_gradients_ignore(ctx) -> None:

@@ -22,7 +22,7 @@ from .._inference._bands import EXTRAPOLATING
 from . import _mixed
 from ._backend import _backend
 from ._context import DEFAULT_FACTORS, Selection
-from ._paths import scoring_paths
+from ._paths import robust, scoring_paths
 from ._progress import announce, report_scores, say_extension
 from ._results import edge_of, grid_results, warn_at_edge
 from ._routing import fit_weighted
@@ -97,7 +97,7 @@ def _score_multiples(ctx, Xu, yu, wu, bandwidth, factors, n_samples=None):
 def grid_loo(ctx, Xu, yu, wu, n_samples: int) -> Selection:
     """Score the candidates by closed-form leave-one-out (or an in-sample criterion)."""
     cats, _ = ctx.categories_of(Xu)
-    if cats is not None and ctx.bandwidths is None:
+    if cats is not None and ctx.bandwidths is None and not robust(ctx.estimator):
         return _mixed_grid(ctx, Xu, yu, wu, n_samples, cats)
     if cats is None and ctx.bandwidths is None:
         return _default_grid(ctx, Xu, yu, wu, n_samples)

@@ -34,7 +34,7 @@ from .._kernels import get_kernel
 from .._smoothers import _binning
 from ._backend import _backend, loo_base
 
-__all__ = ["Path", "exact_twin", "scoring_paths"]
+__all__ = ["Path", "exact_twin", "robust", "scoring_paths"]
 
 # A candidate goes on the binned grid where the grid has at most n^2 / PAIRS_PER_NODE
 # nodes: the exact path evaluates about n^2 kernel values per candidate, the binned
@@ -52,7 +52,8 @@ class Path:
     ----------
     fitted : estimator
         The estimator fitted at the smallest of its candidates; its
-        ``_leave_one_out()`` scores them all.
+        ``_leave_one_out()`` scores them all (one candidate a path with
+        robustness iterations, see :func:`robust`).
     factors : ndarray
         Its candidates as multiples (>= 1) of its fitted bandwidth.
     part : ndarray of int
@@ -145,12 +146,24 @@ def scoring_paths(
         fits = np.flatnonzero(np.asarray(nodes) <= budget)
         split = int(fits[0]) if len(fits) else len(order)
     paths = []
-    for part, binned in ((order[:split], False), (order[split:], True)):
-        if not len(part):
-            continue
-        low = factors[part[0]]
-        route = estimator if binned else exact_twin(estimator)
-        fitted = loo_base(route, X, y, w, bandwidth * low, factors[part] / low, n_jobs)
-        name = "binned grid" if binned else _backend(fitted)
-        paths.append(Path(fitted, factors[part] / low, part, name, not binned))
+    for whole, binned in ((order[:split], False), (order[split:], True)):
+        # Robustness weights depend on the bandwidth: each candidate its own fit.
+        for part in np.split(whole, np.arange(1, len(whole))) if robust(estimator) else [whole]:
+            if not len(part):
+                continue
+            low = factors[part[0]]
+            route = estimator if binned else exact_twin(estimator)
+            fitted = loo_base(route, X, y, w, bandwidth * low, factors[part] / low, n_jobs)
+            name = "binned grid" if binned else _backend(fitted)
+            paths.append(Path(fitted, factors[part] / low, part, name, not binned))
     return paths
+
+
+def robust(estimator: BaseEstimator) -> bool:
+    """Whether the estimator refits with robustness weights, which depend on its bandwidth.
+
+    Its leave-one-out at a multiple of its bandwidth is then not the fit's
+    at that bandwidth (whose robustness weights come from its own fits):
+    every candidate is a fit of its own.
+    """
+    return estimator.get_params().get("robust_iterations", 0) > 0

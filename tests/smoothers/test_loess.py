@@ -752,3 +752,22 @@ def test_fits_that_cannot_be_refitted_are_announced(rng, monkeypatch):
     est.fit(x[:, None], np.sin(x / 30))
     with pytest.warns(UserWarning, match=r"[0-9]+ of 3 queries lie so far .* could not be refit"):
         est.predict([[3.0], [10.0], [997.0]])
+
+
+@pytest.mark.parametrize("make", [NadarayaWatsonRegressor, LocalPolynomialRegressor])
+def test_a_robust_search_scores_each_candidate_at_its_own_robustness_weights(rng, make):
+    # The candidates shared the robustness weights of the smallest one's fit: the scores
+    # moved with the other candidates of the grid, and the wrong bandwidth won.
+    X = rng.uniform(-1, 1, (80, 1))
+    y = np.sin(3 * X[:, 0]) + 0.3 * rng.normal(size=80)
+    y[5] = 20.0
+    grid = [0.005, 0.02, 0.1, 0.5, 5.0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # tiny bandwidths: empty windows, an edge of the grid
+        search = BandwidthSearchCV(make(robust_iterations=2), bandwidths=grid).fit(X, y)
+        own = [-make(h, robust_iterations=2).fit(X, y).summary().loo_mse for h in grid]
+    # (h = 0.005 leaves windows of one row: its fits amplify the rounding of y's unit)
+    assert_allclose(search.cv_results_["mean_test_score"], own, rtol=1e-6)
+    for method in ("lbfgs", "sgd"):
+        with pytest.raises(ValueError, match="robust_iterations > 0 those weights change"):
+            BandwidthSearchCV(make(robust_iterations=2), method=method).fit(X, y)
