@@ -107,6 +107,7 @@ def test_shifting_y_shifts_the_fits_and_nothing_else(rng, name, offset):
     for key, value in got.items():
         want = base[key] + offset if key in shifted else base[key]
         assert_allclose(value, want, rtol=0, atol=64 * abs(offset) * 2**-52, err_msg=key)
+
     def search(t):
         est = BandwidthSearchCV(ESTIMATORS[name](), bandwidths=[0.3, 0.6])
         return est.fit(X, t).cv_results_["mean_test_score"]
