@@ -50,6 +50,9 @@ __all__ = ["bootstrap_t", "effective_df", "scaled_residuals", "squared_weight_su
 
 Weights = Callable[[np.ndarray], np.ndarray]
 
+# A bootstrap residual within this share of the sum of its terms' sizes is rounding.
+_ROUNDING = 2.0**8 * np.finfo(np.float64).eps
+
 
 def _row_chunks(m: int, n: int, copies: int = 2):
     """Slices of at most ``working_memory`` worth of ``copies`` (rows, n) float arrays."""
@@ -135,8 +138,14 @@ def bootstrap_t(
         b = min(block, n_boot - start)
         Es = (wild_multipliers(rng, n, b, multipliers)[:, :, None] * E[:, None, :]).reshape(n, -1)
         R = np.empty_like(Es)  # the bootstrap fits' rescaled residuals
-        for rows in _row_chunks(n, n):
-            R[rows] = (Es[rows] - weights(Qtrain[rows]) @ Es) / root_c[rows]
+        for rows in _row_chunks(n, n, copies=3):
+            H = weights(Qtrain[rows])
+            R[rows] = Es[rows] - H @ Es
+            # A residual within the rounding of its terms is 0 (a fit that takes up the
+            # noise exactly: an isolated pair in a compact kernel); its ~1e-17 made
+            # T* ~ 1e16, and the interval +-1e12.
+            rounding = _ROUNDING * (np.abs(Es[rows]) + np.abs(H) @ np.abs(Es))
+            R[rows] = np.where(np.abs(R[rows]) <= rounding, 0.0, R[rows]) / root_c[rows]
         T = np.empty((m, b, k)) if stats is not None else None
         top = np.zeros((b, k))
         for rows in _row_chunks(m, n):

@@ -397,3 +397,21 @@ def test_interval_bad_arguments(rng, kwargs, match):
     reg = NadarayaWatsonRegressor().fit(X, y)
     with pytest.raises(ValueError, match=match):
         reg.predict_interval(X[:2], **kwargs)
+
+
+@pytest.mark.parametrize("kernel", ["epanechnikov", "tricube"])
+def test_bootstrap_draws_that_a_fit_takes_up_exactly_do_not_explode(rng, kernel):
+    # Near an isolated pair of rows (a compact kernel), half the draws' bootstrap noise is
+    # taken up by the fit exactly: se* = 0, whose rounding (1e-17) made T* ~ 1e16 and the
+    # intervals +-1e12, the simultaneous band's everywhere, and unlike for 3 y.
+    X = np.r_[np.linspace(0, 1, 60), [1.7, 1.77]][:, None]
+    y = np.sin(3 * X[:, 0]) + 0.1 * rng.normal(size=62)
+    Q = np.array([[0.5], [1.72], [1.75]])
+    reg = NadarayaWatsonRegressor(0.2, kernel=kernel)
+    kw = {"method": "bootstrap", "n_boot": 199, "random_state": 0}
+    band = reg.fit(X, y).predict_interval(Q, **kw)
+    assert np.all(np.diff(band, axis=1) < 0.1)  # y spreads over 2
+    assert_allclose(reg.fit(X, 3 * y).predict_interval(Q, **kw) / 3, band, rtol=1e-9)
+    point = reg.fit(X, y).predict_interval(Q[:1], **kw)
+    whole = reg.predict_interval(Q, simultaneous=True, **kw)[0]
+    assert whole[1] - whole[0] < 3 * (point[0, 1] - point[0, 0])
