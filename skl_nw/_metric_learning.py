@@ -7,6 +7,7 @@ from numbers import Integral, Real
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.optimize import minimize
+from sklearn import config_context
 from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
@@ -382,7 +383,8 @@ def _supervised_start(X, y, w, r, rng, loss_grad) -> np.ndarray:
     v = w[sub] / power_of_two(w[sub].max())
     v /= v.mean()
     search = BandwidthSearchCV(NadarayaWatsonRegressor(), method="lbfgs")
-    h = search.fit(X[sub], y[sub], sample_weight=v).best_estimator_.bandwidth_
+    with config_context(enable_metadata_routing=False):  # its own weights, whatever the user's
+        h = search.fit(X[sub], y[sub], sample_weight=v).best_estimator_.bandwidth_
     h = np.broadcast_to(np.asarray(h, dtype=np.float64), (d,))
     if r < d:
         # The outer product of gradients (Xia et al. 2002): its leading eigenvectors

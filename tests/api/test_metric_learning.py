@@ -282,3 +282,14 @@ def test_auto_start_does_not_move_with_the_weights_scale(scale, rng):
         np.abs(scaled.components_), np.abs(start.components_), rtol=1e-6, atol=1e-9
     )
     assert scaled.loss_curve_[0] == pytest.approx(start.loss_curve_[0], rel=1e-6)
+
+
+def test_auto_start_runs_whatever_the_metadata_routing(rng):
+    # Its inner search asked an estimator without requests for sample_weight: routing on,
+    # every fit with init="auto" raised UnsetMetadataPassedError.
+    X, y = hidden_directions(120, d=4)
+    w = rng.uniform(0.5, 2.0, len(y))
+    plain = MLKR(2, max_iter=2, random_state=0).fit(X, y, sample_weight=w)
+    with config_context(enable_metadata_routing=True):
+        routed = MLKR(2, max_iter=2, random_state=0).fit(X, y, sample_weight=w)
+    np.testing.assert_array_equal(routed.components_, plain.components_)
