@@ -22,8 +22,12 @@ from .._inference._methods import standardized
 from .._smoothers._base import rule_of_thumb
 from . import _mixed
 from ._progress import Progress
+from ._routing import _takes_weights
 from ._rows import _collapse
 from ._scoring import PROBA_FLOOR, _LOOClassifier, _LOORegressor
+
+# Integer weights a scorer without sample_weight sees as repeated rows, up to this many.
+_MAX_REPEATED = 1 << 24
 
 __all__ = ["DEFAULT_FACTORS", "Context", "Selection"]
 
@@ -192,10 +196,10 @@ class Context:
             # validates its inputs on every call, a sixth of a small grid's time.
             return float(np.average(_row_scores(base, P, y), weights=w))
         if is_classifier(base):
-            return float(self.scorer(_LOOClassifier(base.classes_), P, y, sample_weight=w))
+            return weighted_score(self.scorer, _LOOClassifier(base.classes_), P, y, w)
         P = P[:, 0] if y.ndim == 1 else P
         unit = self.y_unit  # the scorer sees the units of y
-        return float(self.scorer(_LOORegressor(), P * unit, y * unit, sample_weight=w))
+        return weighted_score(self.scorer, _LOORegressor(), P * unit, y * unit, w)
 
     def row_std(self, base, P: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
         """Weighted standard deviation of the per-row scores (the leave-one-out splits).
@@ -263,3 +267,24 @@ def _row_scores(base, P: np.ndarray, y: np.ndarray) -> np.ndarray:
         return np.log(np.clip(p, PROBA_FLOOR, 1 - PROBA_FLOOR))
     Y = y.reshape(len(y), -1)
     return -((P - Y) ** 2).mean(axis=1)
+
+
+def weighted_score(scorer, est, P: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
+    """``scorer(est, P, y)`` with the rows weighted by ``w`` (sample weights, merged counts).
+
+    Equal weights: no weights.  A scorer whose metric takes no
+    ``sample_weight`` (a plain callable, ``max_error``) sees integer weights
+    as repeated rows; other weights it cannot take raise.
+    """
+    if np.all(w == w[0]):
+        return float(scorer(est, P, y))
+    if _takes_weights(scorer):
+        return float(scorer(est, P, y, sample_weight=w))
+    if np.all(w == np.round(w)) and w.sum() <= _MAX_REPEATED:
+        counts = w.astype(np.intp)
+        return float(scorer(est, np.repeat(P, counts, axis=0), np.repeat(y, counts, axis=0)))
+    raise ValueError(
+        f"scoring={scorer!r} takes no sample_weight, and the leave-one-out scores weight each "
+        "row by its sample weight (and repeated rows, merged, by their count). Use a scorer "
+        "whose metric takes sample_weight, integer weights, or an integer cv."
+    )

@@ -596,3 +596,25 @@ def test_gradient_methods_warn_about_what_they_cannot_do(rng):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         BandwidthSearchCV(NadarayaWatsonRegressor(kernel="tophat")).fit(X, y)
+
+
+def test_loo_scorers_without_sample_weight_see_weights_as_repeated_rows(rng):
+    # They were always called with sample_weight= (TypeError for a plain callable or
+    # max_error, a ValueError from roc_auc_ovo), even without weights.
+    X = rng.uniform(0, 1, (60, 1))
+    y = np.sin(6 * X[:, 0]) + 0.3 * rng.normal(size=60)
+
+    def neg_mae(est, X, y):  # scikit-learn's callable signature: no weights
+        return -np.mean(np.abs(est.predict(X) - y))
+
+    def scores(scoring, **fit):
+        search = BandwidthSearchCV(NadarayaWatsonRegressor(), bandwidths=[0.05, 0.1, 0.2],
+                                   scoring=scoring)  # fmt: skip
+        return search.fit(X, y, **fit).cv_results_["mean_test_score"]
+
+    for fit in ({}, {"sample_weight": rng.integers(1, 4, 60).astype(float)}):
+        want = scores("neg_mean_absolute_error", **fit)
+        np.testing.assert_allclose(scores(neg_mae, **fit), want, rtol=1e-12)
+    assert np.isfinite(scores("neg_max_error")).all()
+    with pytest.raises(ValueError, match="takes no sample_weight"):
+        scores(neg_mae, sample_weight=rng.uniform(0.5, 2.0, 60))
