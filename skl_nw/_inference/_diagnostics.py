@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._engine import power_of_two
+from .._smoothers._base import target_frame
 from ._formulas import criterion_of_outputs
 
 __all__ = ["SmootherSummary"]
@@ -128,7 +129,14 @@ def summarize(estimator) -> SmootherSummary:
     trace = float(hat[0][live].sum())
     Y, fitted, loo_pred, w = Y[live], fitted[live], loo_pred[live], w[live]
     v = w / power_of_two(w.max())  # the means' weights, whose sums stay finite (w ~ 1e308)
-    per_output = v @ (Y - fitted) ** 2 / v.sum()  # sigma^2 of each output
+    # Residuals in a power of two of each output's spread: squares of y ~ 1e160 overflowed
+    # (r2 NaN) and of y ~ 1e-200 underflowed (r2 1 and AICc inf for a true -923).
+    unit = target_frame(Y)[1]
+    Y, fitted, loo_pred = Y / unit, fitted / unit, loo_pred / unit
+    in_units = v @ (Y - fitted) ** 2 / v.sum()  # sigma^2 of each output, over unit^2
+    with np.errstate(over="ignore"):  # beyond the float range: inf, as it is
+        per_output, loo_mse = in_units * unit**2, (v @ (Y - loo_pred) ** 2 / v.sum()) * unit**2
+    log_unit = 2.0 * np.log(unit).mean()  # AICc's mean log sigma^2 from the units'
     return SmootherSummary(
         estimator=type(estimator).__name__,
         n_samples=len(live),
@@ -140,8 +148,9 @@ def summarize(estimator) -> SmootherSummary:
         residual_df=n - trace,
         sigma2=float(per_output.mean()),
         r2=_r2(Y, fitted, v),
-        loo_mse=float(v @ ((Y - loo_pred) ** 2).mean(axis=1) / v.sum()),
-        aicc=float(criterion_of_outputs(per_output[None], np.array([trace]), n, "aicc")[0]),
+        loo_mse=float(loo_mse.mean()),
+        aicc=float(criterion_of_outputs(in_units[None], np.array([trace]), n, "aicc")[0])
+        + log_unit,
         gcv=float(criterion_of_outputs(per_output[None], np.array([trace]), n, "gcv")[0]),
     )
 

@@ -264,6 +264,19 @@ def test_r2_score_does_not_depend_on_the_scale_of_y(rng, name, factor):
                     rtol=1e-12)  # fmt: skip
 
 
+@pytest.mark.parametrize("factor", FACTORS)
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_summary_of_y_at_any_scale(rng, name, factor):
+    # Squared residuals of y * 1e-200 underflowed (r2 1, AICc inf) and of y * 1e200
+    # overflowed (r2 NaN): r2 is free of the scale, AICc moves by 2 log(factor).
+    X, y, _ = _data(rng)
+    base = ESTIMATORS[name]().fit(X, y).summary()
+    got = ESTIMATORS[name]().fit(X, y * factor).summary()
+    assert_allclose(got.r2, base.r2, rtol=1e-12)
+    assert_allclose(got.aicc, base.aicc + 2 * np.log(factor), rtol=1e-12, atol=1e-10)
+    assert_allclose(got.trace, base.trace, rtol=1e-12)
+
+
 @pytest.mark.parametrize("algorithm", ["brute", "kd_tree", "binned"])
 @pytest.mark.parametrize("offset", [1e12, -3e15])
 def test_inputs_far_from_zero_keep_their_digits(rng, offset, algorithm):
