@@ -304,6 +304,12 @@ def significance_test(
             "NadarayaWatsonRegressor, or a BandwidthSearchCV's best_estimator_); got "
             f"{type(estimator).__name__}."
         )
+    if estimator.get_params(deep=False).get("robust_iterations", 0):
+        raise ValueError(
+            "significance_test takes a linear smoother (its bootstrap refits every replicate "
+            "at once, as one fit of many outputs); robust_iterations > 0 makes the fit depend "
+            "on y through its robustness weights. Test with robust_iterations=0."
+        )
     if residuals not in _RESIDUALS:
         raise ValueError(f"residuals must be one of {_RESIDUALS}; got {residuals!r}.")
     if not (isinstance(n_boot, (int, np.integer)) and n_boot >= 1):

@@ -10,7 +10,12 @@ from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.metrics import r2_score
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import (
+    _check_sample_weight,
+    check_array,
+    check_is_fitted,
+    validate_data,
+)
 
 from .. import _categorical, _engine
 from .._discrete_kernels import DISCRETE_KERNELS
@@ -142,11 +147,9 @@ def rule_of_thumb(
     >>> rule_of_thumb(X).round(2)
     array([   13.4 , 13398.44])
     """
-    X = np.asarray(X, dtype=np.float64)
-    if X.ndim != 2:
-        raise ValueError(f"X must be 2-D, got an array of shape {X.shape}.")
     if rule not in _RULES:
         raise ValueError(f"rule must be one of {_RULES}, got {rule!r}.")
+    X = check_array(X, dtype=np.float64, input_name="X")  # 2-D, finite, some rows
     w = np.ones(len(X)) if sample_weight is None else check_weights(sample_weight, X)
     d = X.shape[1]
     scales = np.array([_weighted_scale(X[:, j], w) for j in range(d)])

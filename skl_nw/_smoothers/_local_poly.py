@@ -300,6 +300,7 @@ class LocalPolynomialRegressor(_SummaryMixin, _LocalInferenceMixin, _RegressorMi
         """
         X_in = X
         X, y = self._validate_fit(X, y, multi_output=True, y_numeric=True)
+        y = _loess.one_target(self, y)
         Xs, w = self._fit_inputs(X, sample_weight)
         if self.degree > 0:
             _warn_if_collinear(self, Xs, w)
@@ -496,5 +497,6 @@ class LocalPolynomialRegressor(_SummaryMixin, _LocalInferenceMixin, _RegressorMi
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.target_tags.multi_output = True
+        # robustness weights are one per row: robust_iterations > 0 takes a 1-D y
+        tags.target_tags.multi_output = not getattr(self, "robust_iterations", 0)
         return tags

@@ -10,12 +10,21 @@ bisquare weights of the in-sample residuals.  The estimators call
 
 from __future__ import annotations
 
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
+from sklearn.exceptions import DataConversionWarning
 from sklearn.utils._param_validation import Interval
 
-__all__ = ["ROBUST_CONSTRAINTS", "SPAN_CONSTRAINTS", "bisquare", "build", "neighbour_count"]
+__all__ = [
+    "ROBUST_CONSTRAINTS",
+    "SPAN_CONSTRAINTS",
+    "bisquare",
+    "build",
+    "neighbour_count",
+    "one_target",
+]
 
 SPAN_CONSTRAINTS = {"span": [Interval(Real, 0, None, closed="neither"), None]}
 ROBUST_CONSTRAINTS = {"robust_iterations": [Interval(Integral, 0, None, closed="left")]}
@@ -51,6 +60,26 @@ def bisquare(u: np.ndarray) -> np.ndarray:
     u = np.asarray(u, dtype=np.float64)
     inside = np.abs(u) < 1.0
     return np.where(inside, np.square(1.0 - np.square(np.where(inside, u, 0.0))), 0.0)
+
+
+def one_target(est, y: np.ndarray) -> np.ndarray:
+    """Return ``y``; with robustness iterations a column ``y`` raveled, as the tags say.
+
+    One robustness weight per row: ``multi_output`` is False for such a fit,
+    so a column vector is taken as scikit-learn's single-output estimators
+    take it (a ``DataConversionWarning``), and more columns raise in
+    :func:`build`.
+    """
+    if getattr(est, "robust_iterations", 0) and y.ndim == 2 and y.shape[1] == 1:
+        warnings.warn(
+            "A column-vector y was passed when a 1d array was expected (robust_iterations "
+            "> 0 takes one target). Please change the shape of y to (n_samples, ), for "
+            "example using ravel().",
+            DataConversionWarning,
+            stacklevel=3,
+        )
+        return y[:, 0]
+    return y
 
 
 def _check(est, Xs: np.ndarray, Y: np.ndarray) -> None:

@@ -275,6 +275,7 @@ default="from_dtype"
         """
         X_in = X
         X, y = self._validate_fit(X, y, multi_output=True, y_numeric=True)
+        y = _loess.one_target(self, y)
         return self._fit_validated(X_in, X, y, check_weights(sample_weight, X))
 
     def _fit_validated(self, X_in, X: np.ndarray, y: np.ndarray, w: np.ndarray):
@@ -351,5 +352,6 @@ default="from_dtype"
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.target_tags.multi_output = True
+        # robustness weights are one per row: robust_iterations > 0 takes a 1-D y
+        tags.target_tags.multi_output = not getattr(self, "robust_iterations", 0)
         return tags

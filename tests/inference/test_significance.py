@@ -7,6 +7,7 @@ from numpy.testing import assert_allclose
 from conftest import naive_gradient
 from skl_nw import (
     BandwidthSearchCV,
+    KernelQuantileRegressor,
     LocalPolynomialRegressor,
     NadarayaWatsonRegressor,
     ParzenClassifier,
@@ -132,6 +133,9 @@ def test_all_features_and_dataframe_names():
         (NadarayaWatsonRegressor(), [0, 0], {}, "repeat"),
         (NadarayaWatsonRegressor(), [0], {"n_boot": 0}, "n_boot"),
         (NadarayaWatsonRegressor(), [0], {"residuals": "pairs"}, "residuals"),
+        # robustness weights depend on y: not a linear smoother (a 2-D y error before)
+        (LocalPolynomialRegressor(robust_iterations=2), [0], {}, "takes a linear smoother"),
+        (KernelQuantileRegressor(0.9), [0], {}, "predict_gradient"),
     ],
 )
 def test_bad_arguments_raise(estimator, features, kwargs, match):

@@ -818,6 +818,21 @@ def test_rule_of_thumb_checks_its_weights(weights, message):
         rule_of_thumb(np.arange(20.0).reshape(10, 2), sample_weight=weights)
 
 
+@pytest.mark.parametrize(
+    "X, message",
+    [
+        ([[0.0, 1.0], [np.nan, 2.0], [3.0, 1.0]], "Input X contains NaN"),
+        ([[0.0, 1.0], [np.inf, 2.0], [3.0, 1.0]], "Input X contains infinity"),
+        (np.empty((0, 2)), "0 sample"),
+        (np.arange(5.0), "Expected 2D array"),
+    ],
+)
+def test_rule_of_thumb_checks_its_inputs(X, message):
+    # NaN and inf gave a bandwidth, an empty X numpy's own reduction error.
+    with pytest.raises(ValueError, match=message):
+        rule_of_thumb(X)
+
+
 def test_rule_of_thumb_says_how_it_reads_weights_summing_below_two():
     X = np.arange(20.0).reshape(10, 2)
     with pytest.warns(UserWarning, match="sample_weight sums to 1: .*10 rows count as 1 "):

@@ -771,3 +771,16 @@ def test_a_robust_search_scores_each_candidate_at_its_own_robustness_weights(rng
     for method in ("lbfgs", "sgd"):
         with pytest.raises(ValueError, match="robust_iterations > 0 those weights change"):
             BandwidthSearchCV(make(robust_iterations=2), method=method).fit(X, y)
+
+
+@pytest.mark.parametrize("make", [NadarayaWatsonRegressor, LocalPolynomialRegressor])
+def test_robust_fits_say_they_take_one_target(make):
+    # One robustness weight per row: a 2-D y is refused, and the tags said it was taken.
+    from sklearn.utils import get_tags
+
+    assert get_tags(make()).target_tags.multi_output
+    robust = make(robust_iterations=2)
+    assert not get_tags(robust).target_tags.multi_output
+    assert not get_tags(BandwidthSearchCV(robust)).target_tags.multi_output
+    with pytest.raises(ValueError, match="robust_iterations > 0 takes a 1-D y"):
+        robust.fit(np.arange(10.0)[:, None], np.ones((10, 2)))
