@@ -461,6 +461,8 @@ class _NWBase(BaseEstimator):
         check_is_fitted(self)
         cats = getattr(self, "_categories", None)
         if cats is not None:  # the columns' names and count before their contents
+            if not hasattr(X, "columns") and np.ndim(X) != 2:  # as check_array says it
+                check_array(X, dtype=None, ensure_all_finite=False, input_name="X")
             validate_data(self, X, reset=False, skip_check_array=True)
         _categorical.check_numeric(X, None if cats is None else cats.mask)
         if cats is None:

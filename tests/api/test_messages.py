@@ -140,3 +140,12 @@ def test_functions_taking_an_estimator_name_an_undeclared_string_column(call):
     remedy = re.escape("categorical_features=['region']")
     with pytest.raises(ValueError, match=_named("region", 1) + ".*" + remedy):
         call(X, y)
+
+
+@pytest.mark.parametrize("categorical", [None, [1]])
+def test_a_1d_query_gets_scikit_learn_s_reshape_message(categorical):
+    # With categorical features it read "X does not contain any features".
+    X = np.column_stack([np.linspace(0, 1, 20), np.arange(20) % 3])
+    reg = NadarayaWatsonRegressor(categorical_features=categorical).fit(X, X[:, 0])
+    with pytest.raises(ValueError, match="Expected 2D array, got 1D array instead"):
+        reg.predict(X[0])
