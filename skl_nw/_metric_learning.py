@@ -296,13 +296,16 @@ class MLKR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                     f"init='pca' gives at most min(n_samples, n_features) = {min(n, d)} "
                     f"components; n_components is {r}. Lower n_components or use another init."
                 )
-            # Centred first: PCA's covariance solver forms X'X, which an offset cancels.
-            pca = PCA(n_components=r, random_state=rng).fit(X - X.mean(axis=0))
-            var = pca.explained_variance_
+            # Centred first: PCA's covariance solver forms X'X, which an offset cancels; in
+            # a power of two of the spread, whose squares neither overflow nor underflow.
+            Xc = X - X.mean(axis=0)
+            unit = power_of_two(np.abs(Xc).max(initial=0.0))
+            pca = PCA(n_components=r, random_state=rng).fit(Xc / unit)
+            var = pca.explained_variance_  # in unit^2
             # A direction the data do not vary along (below 1e-12 of the widest) gets the
             # widest one's scale: dividing by its ~0 spread gave entries of ~1e150.
             top = var.max() if var.max() > 0 else 1.0
-            scale = np.sqrt(np.where(var > 1e-12 * top, var, top))
+            scale = np.sqrt(np.where(var > 1e-12 * top, var, top)) * unit
             return pca.components_ / scale[:, None] * n ** (1.0 / (r + 4))
         return _supervised_start(X, y, w, r, rng, loss_grad)
 

@@ -293,3 +293,14 @@ def test_auto_start_runs_whatever_the_metadata_routing(rng):
     with config_context(enable_metadata_routing=True):
         routed = MLKR(2, max_iter=2, random_state=0).fit(X, y, sample_weight=w)
     np.testing.assert_array_equal(routed.components_, plain.components_)
+
+
+@pytest.mark.parametrize("scale", [2.0**-640, 2.0**600])
+def test_pca_start_scales_with_the_inputs(scale, rng):
+    # PCA's X'X underflowed at 2e-193 (a start 17x worse) and overflowed at 4e180
+    # (LinAlgError): the start is taken in a power of two of the spread.
+    X = rng.normal(size=(80, 3)) * [1.0, 3.0, 0.2]
+    y = X[:, 0] + 0.1 * rng.normal(size=80)
+    start = MLKR(2, init="pca", max_iter=0).fit(X, y)
+    scaled = MLKR(2, init="pca", max_iter=0).fit(X * scale, y)
+    np.testing.assert_allclose(scaled.components_ * scale, start.components_, rtol=1e-12)
