@@ -304,3 +304,12 @@ def test_pca_start_scales_with_the_inputs(scale, rng):
     start = MLKR(2, init="pca", max_iter=0).fit(X, y)
     scaled = MLKR(2, init="pca", max_iter=0).fit(X * scale, y)
     np.testing.assert_allclose(scaled.components_ * scale, start.components_, rtol=1e-12)
+
+
+def test_tags_say_it_takes_several_targets(rng):
+    from sklearn.utils import get_tags
+
+    assert get_tags(MLKR()).target_tags.multi_output  # it was False
+    X = rng.normal(size=(40, 3))
+    Y = np.column_stack([X[:, 0], X[:, 1] ** 2])
+    assert MLKR(2, max_iter=2).fit(X, Y).transform(X).shape == (40, 2)
