@@ -128,12 +128,14 @@ def _data_docstrings(app, what, name, obj, options, lines):
 
 
 def _skip_sklearn_members(app, what, name, obj, skip, options):
-    """Leave out the members a class inherits from scikit-learn.
+    """Leave out the members a class inherits from scikit-learn, and those it hides.
 
     Their docstrings point into scikit-learn's own documentation (its glossary, its
     metadata-routing guide), which this build cannot resolve; the class template names them.
     """
     if what == "class" and (getattr(obj, "__module__", None) or "").startswith("sklearn."):
+        return True
+    if getattr(obj, "unavailable", False):  # a method the class hides from its instances
         return True
     return None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from numbers import Real
 
 import numpy as np
@@ -18,8 +19,13 @@ from ._nadaraya_watson import NadarayaWatsonRegressor, check_weights
 __all__ = ["KernelQuantileRegressor"]
 
 
-def _of_the_mean(name: str):
-    """Return an ``available_if`` check that hides the conditional mean's method ``name``."""
+def _of_the_mean(method):
+    """Return ``method`` hidden: an ``AttributeError`` on every instance, left out of the docs.
+
+    The conditional mean's methods do not describe the quantile that
+    :meth:`KernelQuantileRegressor.predict` returns.
+    """
+    name = method.__name__
 
     def check(est) -> bool:
         raise AttributeError(
@@ -28,7 +34,12 @@ def _of_the_mean(name: str):
             "and predict_quantiles for the distribution's levels."
         )
 
-    return check
+    @functools.wraps(method)
+    def hidden(self, *args, **kwargs):
+        return method(self, *args, **kwargs)
+
+    hidden.unavailable = True  # docs/conf.py leaves it out of the class's page
+    return available_if(check)(hidden)
 
 
 class KernelQuantileRegressor(NadarayaWatsonRegressor):
@@ -116,13 +127,9 @@ y_bandwidth, y_kernel
         "quantile": [Interval(Real, 0, 1, closed="both"), "array-like"],
     }
 
-    predict_gradient = available_if(_of_the_mean("predict_gradient"))(
-        NadarayaWatsonRegressor.predict_gradient
-    )
-    predict_interval = available_if(_of_the_mean("predict_interval"))(
-        NadarayaWatsonRegressor.predict_interval
-    )
-    summary = available_if(_of_the_mean("summary"))(NadarayaWatsonRegressor.summary)
+    predict_gradient = _of_the_mean(NadarayaWatsonRegressor.predict_gradient)
+    predict_interval = _of_the_mean(NadarayaWatsonRegressor.predict_interval)
+    summary = _of_the_mean(NadarayaWatsonRegressor.summary)
 
     def __init__(
         self,
