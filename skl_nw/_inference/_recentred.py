@@ -65,7 +65,8 @@ def local_fits(est, Q: np.ndarray, mom: Moments, degree: int, solve: Callable,
     return out
 
 
-def recentre(pending, q, reach: Callable, degree: int, n_train: int, refit: Callable) -> None:
+def recentre(pending, q, reach: Callable, degree: int, n_train: int, refit: Callable,
+             once: bool = False) -> None:  # fmt: skip
     """Refit the ``pending`` fits in groups, each about its members' mean; warn for the rest.
 
     ``q`` (m, d) the fits' places in the centred units, ``reach(rows)`` their
@@ -73,6 +74,10 @@ def recentre(pending, q, reach: Callable, degree: int, n_train: int, refit: Call
     about ``origin`` and returns those still flagged.  Groups are as wide as
     the threshold allows for a spread of a quarter of the reach; the fits
     still flagged about their group's origin go to groups 8 times narrower.
+    ``once``: one round, no warning (the training rows' own fits, whose
+    windows still flagged about their group's mean are their own row alone,
+    at the smallest bandwidths a search tries: rounds of narrower groups cost
+    a pass each, 10 s for a search of 1 s).
     """
     if not pending.size:  # also every fit of degree 0, which has no expansion to lose
         return
@@ -83,6 +88,8 @@ def recentre(pending, q, reach: Callable, degree: int, n_train: int, refit: Call
             break
         still = [refit(pending[g], q[pending[g]].mean(axis=0)) for g in groups]
         pending, factor = np.concatenate(still), factor / 8
+        if once:
+            return
     if pending.size:
         _warn(len(pending), m, degree)
 

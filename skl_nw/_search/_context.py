@@ -11,6 +11,7 @@ picks the route and records the selection (``BandwidthSearchCV.fit``).
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -278,7 +279,7 @@ def weighted_score(scorer, est, P: np.ndarray, y: np.ndarray, w: np.ndarray) -> 
     """
     if np.all(w == w[0]):
         return float(scorer(est, P, y))
-    if _takes_weights(scorer):
+    if _takes_weights(scorer) or _signature_takes_weights(scorer):
         return float(scorer(est, P, y, sample_weight=w))
     if np.all(w == np.round(w)) and w.sum() <= _MAX_REPEATED:
         counts = w.astype(np.intp)
@@ -288,3 +289,13 @@ def weighted_score(scorer, est, P: np.ndarray, y: np.ndarray, w: np.ndarray) -> 
         "row by its sample weight (and repeated rows, merged, by their count). Use a scorer "
         "whose metric takes sample_weight, integer weights, or an integer cv."
     )
+
+
+def _signature_takes_weights(scorer) -> bool:
+    """Whether a plain callable scorer ``f(est, X, y, sample_weight=...)`` names the weights."""
+    if hasattr(scorer, "_score_func"):  # scikit-learn's scorers: their metric decides
+        return False
+    try:
+        return "sample_weight" in inspect.signature(scorer).parameters
+    except (TypeError, ValueError):  # no signature to read
+        return False

@@ -35,7 +35,10 @@ class _DefaultScorer:
         if is_classifier(self.estimator):
             weights = {} if sample_weight is None else {"sample_weight": sample_weight}
             return self.scorer(estimator, X, y_true, **weights)
-        residual = (np.asarray(y_true) - estimator.predict(X)) / self.unit
+        y_true, pred = np.asarray(y_true), estimator.predict(X)
+        if y_true.ndim == 2 and pred.ndim == 1:  # a column y of a single-output fit
+            y_true = y_true[:, 0]
+        residual = (y_true - pred) / self.unit
         squares = (residual**2).reshape(len(residual), -1).mean(axis=1)
         return -float(np.average(squares, weights=sample_weight))
 

@@ -138,7 +138,7 @@ class LocalLeaveOneOut:
             refit = lambda sub, origin: sub[np.any(sweep(sub, fs, origin), axis=0)]  # noqa: E731
             reach = lambda sub: least * _engine.reach(queries(sub), train, options)  # noqa: E731
             recentre(np.flatnonzero(flagged.any(axis=0)), Z, reach, degree, train.n_samples,
-                     refit)  # fmt: skip
+                     refit, once=True)  # fmt: skip
         return out
 
     def loss_grad(
@@ -182,7 +182,8 @@ class LocalLeaveOneOut:
         flags = part(np.arange(len(rows)), np.zeros(train.d))
         refit = lambda sub, origin: sub[part(sub, origin)]  # noqa: E731
         reach = lambda sub: np.ones(len(sub))  # noqa: E731 - no span: a bandwidth
-        recentre(np.flatnonzero(flags), Z[rows], reach, self.degree, train.n_samples, refit)
+        recentre(np.flatnonzero(flags), Z[rows], reach, self.degree, train.n_samples, refit,
+                 once=True)  # fmt: skip
         coef, dP = out
         losses, R = loss_fn(self._read_y(coef[:, 0]), rows)
         r = row_weights / row_weights.sum()

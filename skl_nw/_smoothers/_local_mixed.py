@@ -33,7 +33,7 @@ class MixedLocalLeaveOneOut(MixedLeaveOneOut):
         if lambdas is None:
             return self.base.predictions(factors, n_jobs=n_jobs, rows=rows)
         lambdas = np.atleast_2d(np.asarray(lambdas, dtype=np.float64))
-        base, Y = self.base, self.targets
+        base, Y = self.base, self.base._Y  # the targets' frame (y + 1e9: no cancellation)
         mom = base._mom
         sums = _engine.kernel_sums(
             None, self._cells(), base.kernel, values=mom.values(base.Z, Y), factors=factors,
@@ -46,7 +46,9 @@ class MixedLocalLeaveOneOut(MixedLeaveOneOut):
             for f, factor in enumerate(np.asarray(factors, dtype=float)):
                 M, B, _ = _combine(mom, sums, f, logL, Y.shape[1])
                 M, B = mom.rescale(M, B, factor)
-                out[t, f] = fit_local(mom, M, B, base.Z / factor, base.degree)[0][:, 0]
+                out[t, f] = base._read_y(
+                    fit_local(mom, M, B, base.Z / factor, base.degree)[0][:, 0]
+                )
             # No counted point in reach (a compact kernel): the nearest counted, as refits.
             empty = np.flatnonzero(np.isnan(out[t, :, :, 0]).any(axis=0))
             if empty.size and base.fallback == "nearest":
@@ -66,7 +68,7 @@ class MixedLocalLeaveOneOut(MixedLeaveOneOut):
             return self.base.fits(factors, n_jobs)
         lambdas = np.atleast_2d(np.asarray(lambdas, dtype=np.float64))
         factors = np.asarray(factors, dtype=np.float64)
-        base, Y = self.base, self.targets
+        base, Y = self.base, self.base._Y
         n, k, degree = len(Y), Y.shape[1], base.fit_degree
         mom = Moments(base.Z.shape[1], 2 * degree, degree)
         sums = _engine.kernel_sums(
@@ -90,7 +92,7 @@ class MixedLocalLeaveOneOut(MixedLeaveOneOut):
                 with np.errstate(invalid="ignore"):
                     own = log_w - sums.shift[:, f] - sums.log_scale[rows, f, 0, self.cell_of]
                 share = np.where(np.isfinite(log_w), weights[rows, self.cell_of] * np.exp(own), 0)
-                fitted[t, f], hat[t, f] = coef[:, 0], share * a[:, 0]
+                fitted[t, f], hat[t, f] = base._read_y(coef[:, 0]), share * a[:, 0]
         return fitted, hat
 
     def loss_grad(self, theta, rows, loss_fn, row_weights):
@@ -107,7 +109,7 @@ class MixedLocalLeaveOneOut(MixedLeaveOneOut):
         return loss, grad
 
     def _lambda_grad(self, factors, lambdas, rows, loss_fn, row_weights) -> np.ndarray:
-        base, Y = self.base, self.targets
+        base, Y = self.base, self.base._Y
         k, degree, mom = Y.shape[1], base.degree, base._mom
         Z = base.Z / factors
         log_w = self.train.to_caller(self.train.log_w)
@@ -121,7 +123,8 @@ class MixedLocalLeaveOneOut(MixedLeaveOneOut):
         M, B, weights = _combine(mom, sums, 0, logL, k)
         q = Z[rows]
         coef, a, _, _ = fit_local(mom, M, B, q, degree)
-        _, R = loss_fn(coef[:, 0], rows)
+        _, R = loss_fn(base._read_y(coef[:, 0]), rows)
+        R = R * base._unit  # dP below is in the frame's units
         r = row_weights / row_weights.sum()
         gi, P = gram_index(q.shape[1], degree), npar(q.shape[1], degree)
         grad = np.empty(len(dtables))

@@ -618,3 +618,20 @@ def test_loo_scorers_without_sample_weight_see_weights_as_repeated_rows(rng):
     assert np.isfinite(scores("neg_max_error")).all()
     with pytest.raises(ValueError, match="takes no sample_weight"):
         scores(neg_mae, sample_weight=rng.uniform(0.5, 2.0, 60))
+
+
+def test_loo_callable_scorers_that_name_sample_weight_get_the_weights(rng):
+    X = rng.uniform(0, 1, (60, 1))
+    y = np.sin(6 * X[:, 0]) + 0.3 * rng.normal(size=60)
+    w = rng.uniform(0.5, 2.0, 60)
+
+    def weighted_mae(est, X, y, sample_weight=None):
+        return -np.average(np.abs(est.predict(X) - y), weights=sample_weight)
+
+    def scores(scoring):
+        search = BandwidthSearchCV(NadarayaWatsonRegressor(), bandwidths=[0.05, 0.2],
+                                   scoring=scoring)  # fmt: skip
+        return search.fit(X, y, sample_weight=w).cv_results_["mean_test_score"]
+
+    np.testing.assert_allclose(scores(weighted_mae), scores("neg_mean_absolute_error"),
+                               rtol=1e-12)  # fmt: skip

@@ -784,3 +784,17 @@ def test_robust_fits_say_they_take_one_target(make):
     assert not get_tags(BandwidthSearchCV(robust)).target_tags.multi_output
     with pytest.raises(ValueError, match="robust_iterations > 0 takes a 1-D y"):
         robust.fit(np.arange(10.0)[:, None], np.ones((10, 2)))
+
+
+def test_a_robust_fit_of_a_column_y_scores_as_of_its_1d_y(rng):
+    # Raveled to one target, its predictions were (m,) against a (m, 1) y: the default
+    # scorer's residuals broadcast to (m, m), and a cv search picked another bandwidth.
+    X = rng.uniform(0, 1, (60, 1))
+    y = np.sin(6 * X[:, 0]) + 0.1 * rng.normal(size=60)
+    make = lambda: BandwidthSearchCV(  # noqa: E731
+        LocalPolynomialRegressor(robust_iterations=1), bandwidths=[0.05, 0.1, 0.3], cv=3
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the DataConversionWarning of the column
+        column = make().fit(X, y[:, None]).cv_results_["mean_test_score"]
+    assert_allclose(column, make().fit(X, y).cv_results_["mean_test_score"], rtol=1e-12)

@@ -9,7 +9,7 @@ reference here: the oracle is the weighted least-squares problem itself.
 import numpy as np
 import pytest
 
-from skl_nw import LocalPolynomialRegressor, NadarayaWatsonRegressor
+from skl_nw import BandwidthSearchCV, LocalPolynomialRegressor, NadarayaWatsonRegressor
 
 
 def _data(n=150, seed=0):
@@ -217,3 +217,19 @@ def test_cells_of_zero_weight_and_tiny_lambdas_keep_the_leave_one_out_fits_finit
         # A point of no weight has no attention on itself: its hat value is 0.
         assert np.all(hat_one[..., c == 1] == 0) and np.all(hat_two[..., c == 1] == 0)
         np.testing.assert_allclose(hat_one[:, 0], hat_two[:, 0], rtol=1e-6)
+
+
+def test_the_lambdas_pass_takes_the_targets_frame(rng):
+    # The lambdas' one pass summed the raw targets: y + 2^30 cost it 2e-5 of its scores,
+    # where the continuous path kept them to rounding.
+    x, c = np.round(rng.uniform(0, 1, 120) * 2**10) / 2**10, rng.integers(0, 3, 120)
+    X = np.column_stack([x, c]).astype(float)
+    y = np.round((np.sin(6 * x) + 0.5 * c + 0.1 * rng.normal(size=120)) * 2**20) / 2**20
+    make = lambda: BandwidthSearchCV(  # noqa: E731
+        LocalPolynomialRegressor(degree=2, categorical_features=[1]), method="grid"
+    )
+    # Two offsets, the same frame (y less its least, exact): the same scores, to the
+    # rounding of fits read back at 2^30 (2e-7).
+    base = make().fit(X, y + 2.0**10).cv_results_["mean_test_score"]
+    shifted = make().fit(X, y + 2.0**30).cv_results_["mean_test_score"]
+    np.testing.assert_allclose(shifted, base, rtol=0, atol=2e-7)
