@@ -135,7 +135,11 @@ class LocalLeaveOneOut:
         fs = np.flatnonzero(flagged.any(axis=1))
         if fs.size:
             least = factors[fs].min()
-            refit = lambda sub, origin: sub[np.any(sweep(sub, fs, origin), axis=0)]  # noqa: E731
+
+            def refit(sub, origin):  # at the multiples that flagged one of these rows
+                mine = np.flatnonzero(flagged[:, sub].any(axis=1))
+                return sub[np.any(sweep(sub, mine, origin), axis=0)]
+
             reach = lambda sub: least * _engine.reach(queries(sub), train, options)  # noqa: E731
             recentre(np.flatnonzero(flagged.any(axis=0)), Z, reach, degree, train.n_samples,
                      refit, once=True)  # fmt: skip
