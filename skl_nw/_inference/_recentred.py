@@ -37,28 +37,23 @@ def local_fits(est, Q: np.ndarray, mom: Moments, degree: int, solve: Callable,
     ``q``.  Returns the outputs for all of ``Q``.
     """
     train, options = est._exact_train(), est._options()
-    out, far = None, []
-    for block, q, sums in local_sums(est, Q, mom, powers, values, extra):
-        parts, Mq = solve(q, sums)
-        if out is None:
-            out = [np.empty((len(Q), *part.shape[1:])) for part in parts]
-        for whole, part in zip(out, parts, strict=True):
-            whole[block] = part
-        far.append(np.arange(len(Q))[block][lost_digits(mom, Mq, Q[block], q, train, degree,
-                                                        options)])  # fmt: skip
-    pending = np.concatenate(far) if far else np.empty(0, np.intp)
+    out = []
 
     def refit(rows: np.ndarray, origin: np.ndarray) -> np.ndarray:
+        """Fit the queries ``rows`` about ``origin``; return those that lost their digits."""
         still = []
         for block, qo, sums in local_sums(est, Q[rows], mom, powers, values, extra,
                                           origin=origin):  # fmt: skip
             parts, Mq = solve(qo, sums)
+            if not out:
+                out.extend(np.empty((len(Q), *part.shape[1:])) for part in parts)
             for whole, part in zip(out, parts, strict=True):
                 whole[rows[block]] = part
             still.append(rows[block][lost_digits(mom, Mq, Q[rows[block]], qo, train,
                                                  degree, options)])  # fmt: skip
-        return np.concatenate(still)
+        return np.concatenate(still) if still else np.empty(0, np.intp)
 
+    pending = refit(np.arange(len(Q)), np.zeros(train.d))  # about the centre: one pass
     q = Q[:, : train.d] - train.center
     reach = lambda rows: _engine.reach(Q[rows], train, options)  # noqa: E731
     recentre(pending, q, reach, degree, train.n_samples, refit)

@@ -11,7 +11,6 @@ picks the route and records the selection (``BandwidthSearchCV.fit``).
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,7 +22,7 @@ from .._inference._methods import standardized
 from .._smoothers._base import rule_of_thumb
 from . import _mixed
 from ._progress import Progress
-from ._routing import _takes_weights
+from ._routing import _takes_weights, names_sample_weight
 from ._rows import _collapse
 from ._scoring import PROBA_FLOOR, _LOOClassifier, _LOORegressor
 
@@ -279,7 +278,10 @@ def weighted_score(scorer, est, P: np.ndarray, y: np.ndarray, w: np.ndarray) -> 
     """
     if np.all(w == w[0]):
         return float(scorer(est, P, y))
-    if _takes_weights(scorer) or _signature_takes_weights(scorer):
+    # A plain callable f(est, X, y, sample_weight=...) names the weights itself; a
+    # scikit-learn scorer's metric decides (its own __call__ always names them).
+    plain = not hasattr(scorer, "_score_func") and names_sample_weight(scorer)
+    if plain or _takes_weights(scorer):
         return float(scorer(est, P, y, sample_weight=w))
     if np.all(w == np.round(w)) and w.sum() <= _MAX_REPEATED:
         counts = w.astype(np.intp)
@@ -289,13 +291,3 @@ def weighted_score(scorer, est, P: np.ndarray, y: np.ndarray, w: np.ndarray) -> 
         "row by its sample weight (and repeated rows, merged, by their count). Use a scorer "
         "whose metric takes sample_weight, integer weights, or an integer cv."
     )
-
-
-def _signature_takes_weights(scorer) -> bool:
-    """Whether a plain callable scorer ``f(est, X, y, sample_weight=...)`` names the weights."""
-    if hasattr(scorer, "_score_func"):  # scikit-learn's scorers: their metric decides
-        return False
-    try:
-        return "sample_weight" in inspect.signature(scorer).parameters
-    except (TypeError, ValueError):  # no signature to read
-        return False

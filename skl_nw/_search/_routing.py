@@ -149,8 +149,13 @@ def _takes_weights(scorer) -> bool:
     metric = getattr(scorer, "_score_func", None)
     if metric is None or not hasattr(scorer, "set_score_request"):
         return False
+    return names_sample_weight(metric)
+
+
+def names_sample_weight(fn) -> bool:
+    """Whether the callable ``fn`` has a ``sample_weight`` parameter (False: no signature)."""
     try:
-        return "sample_weight" in inspect.signature(metric).parameters
+        return "sample_weight" in inspect.signature(fn).parameters
     except (TypeError, ValueError):  # no signature to read: as scikit-learn leaves it
         return False
 

@@ -115,7 +115,7 @@ class LocalLeaveOneOut:
                 factors=factors[fs], loo=loo, rows=rows[sub], fallback=self.fallback,
                 options=options,
             )  # fmt: skip
-            flags = []
+            flags, Q = [], queries(sub)
             for i, f in enumerate(fs):
                 q = (Z[sub] - origin) / factors[f]
                 parts, Mq = solve(sums, i, factors[f], q, sub)
@@ -123,7 +123,7 @@ class LocalLeaveOneOut:
                     out.extend(np.empty((len(factors), len(rows), *p.shape[1:])) for p in parts)
                 for whole, part in zip(out, parts, strict=True):
                     whole[f, sub] = part
-                flags.append(lost_digits(mom, Mq, queries(sub), q, train, degree, options))
+                flags.append(lost_digits(mom, Mq, Q, q, train, degree, options))
             return flags
 
         def queries(sub) -> np.ndarray:  # the rows as the engine takes queries
