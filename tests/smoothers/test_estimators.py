@@ -41,7 +41,7 @@ from skl_nw import KERNELS, NadarayaWatsonRegressor, ParzenClassifier, rule_of_t
 
 ALL_KERNELS = sorted(KERNELS)  # canonical names and aliases
 CANONICAL = sorted(PROFILES)
-COMPACT = ["cosine", "epanechnikov", "linear", "tophat"]
+COMPACT = [name for name in CANONICAL if KERNELS[name].compact]  # from the kernels themselves
 ALGORITHMS = ["auto", "brute", "kd_tree", "ball_tree"]
 
 
