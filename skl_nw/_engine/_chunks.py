@@ -65,7 +65,7 @@ def chunk_rows(row_bytes: float, budget_mib: float) -> int:
     if rows < 1:
         warnings.warn(
             "Could not adhere to working_memory config. "
-            f"Currently {budget_mib:.0f}MiB, {np.ceil(row_bytes * 2**-20):.0f}MiB required.",
+            f"Currently {budget_mib:.3g} MiB, {row_bytes * 2**-20:.3g} MiB required.",
             UserWarning,
             stacklevel=3,
         )

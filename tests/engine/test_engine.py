@@ -579,6 +579,16 @@ def test_predict_memory_is_bounded_by_working_memory(rng, kernel, n_jobs):
     assert peak - pred.nbytes < (budget_mib + slack_mib) * 2**20, peak / 2**20
 
 
+def test_a_budget_below_one_row_names_both_sizes():
+    # A budget under a row's temporaries: the warning names the budget and the row's
+    # need as they are (it said "0MiB, 1MiB required" for a budget of 0.01 MiB).
+    X = np.arange(20000.0)[:, None]
+    reg = NadarayaWatsonRegressor(bandwidth=0.5, algorithm="brute", n_jobs=1).fit(X, X[:, 0])
+    with config_context(working_memory=0.01):
+        with pytest.warns(UserWarning, match=r"Currently 0\.01 MiB, 0\.\d+ MiB required"):
+            reg.predict([[3.0]])
+
+
 @pytest.mark.parametrize("kernel", ["gaussian", "tophat"])
 def test_no_queries_gives_empty_results_without_warnings(kernel):
     # Arrays in, arrays out: zero queries is an empty result, not a (misleading)
