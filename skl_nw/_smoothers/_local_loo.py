@@ -69,7 +69,7 @@ class LocalLeaveOneOut:
         def solve(sums, f, factor, q, sub):
             M, B = mom.rescale(*mom.read(sums, f, 0, k), factor)
             coef, _, Mq, _ = fit_local(mom, M, B, q, self.degree)
-            return (self._read_y(coef[:, 0]),), Mq
+            return (self._read_y(coef[:, 0]),), [Mq]
 
         (out,) = self._row_fits(mom, self.degree, factors, rows, solve, True, n_jobs)
         return out
@@ -89,22 +89,26 @@ class LocalLeaveOneOut:
             own = _engine.hat_diagonal(sums, log_w[sub])[:, f]
             M, B = mom.rescale(*mom.read(sums, f, 0, k), factor)
             coef, a, Mq, _ = fit_local(mom, M, B, q, degree)
-            return (self._read_y(coef[:, 0]), own * a[:, 0]), Mq
+            return (self._read_y(coef[:, 0]), own * a[:, 0]), [Mq]
 
         return self._row_fits(mom, degree, factors, None, solve, False, n_jobs)
 
-    def _row_fits(self, mom, degree, factors, rows, solve, loo: bool, n_jobs) -> list:
-        """Run ``solve(sums, f, factor, q, sub) -> (parts, Mq)`` at training rows, per factor.
+    def _row_fits(self, mom, degree, factors, rows, solve, loo: bool, n_jobs,
+                  cells=None) -> list:  # fmt: skip
+        """Run ``solve(sums, f, factor, q, sub) -> (parts, Mqs)`` at training rows, per factor.
 
         ``rows`` (caller order; None: all), their fits without themselves if
         ``loo``; ``parts`` are (len(sub), ...) arrays, gathered into (F,
-        len(rows), ...).  Fits whose moments lost their digits to the
-        expansion about the row are refitted about origins of their own
+        len(rows), ...); ``Mqs`` a list of the fits' moments about the rows.
+        Fits whose moments lost their digits to the expansion about the row
+        (in any of ``Mqs``) are refitted about origins of their own
         (:func:`skl_nw._inference._recentred.recentre`), as predictions are.
+        ``cells``: sums by group of this training set (the categorical
+        lambdas' pass), not over the fit's own.
         """
-        train, Y = self.train, self._Y
+        train, Y = self.train if cells is None else cells, self._Y
         rows = np.arange(len(Y)) if rows is None else np.asarray(rows, dtype=np.intp)
-        factors = np.asarray(_engine.common_multiples(train, factors), dtype=np.float64)
+        factors = np.asarray(_engine.common_multiples(self.train, factors), dtype=np.float64)
         options = _engine.Options(rtol=self.rtol, n_jobs=n_jobs)
         Z, out = self.Z[rows], []
 
@@ -112,18 +116,19 @@ class LocalLeaveOneOut:
             """Fit rows ``sub`` at factors ``fs`` about ``origin``; return each factor's flags."""
             sums = _engine.kernel_sums(
                 None, train, self.kernel, values=mom.values(self.Z - origin, Y),
-                factors=factors[fs], loo=loo, rows=rows[sub], fallback=self.fallback,
-                options=options,
+                factors=factors[fs], grouped=cells is not None, loo=loo, rows=rows[sub],
+                fallback=self.fallback, options=options,
             )  # fmt: skip
             flags, Q = [], queries(sub)
             for i, f in enumerate(fs):
                 q = (Z[sub] - origin) / factors[f]
-                parts, Mq = solve(sums, i, factors[f], q, sub)
+                parts, Mqs = solve(sums, i, factors[f], q, sub)
                 if not out:
                     out.extend(np.empty((len(factors), len(rows), *p.shape[1:])) for p in parts)
                 for whole, part in zip(out, parts, strict=True):
                     whole[f, sub] = part
-                flags.append(lost_digits(mom, Mq, Q, q, train, degree, options))
+                flags.append(np.any([lost_digits(mom, Mq, Q, q, train, degree, options)
+                                     for Mq in Mqs], axis=0))  # fmt: skip
             return flags
 
         def queries(sub) -> np.ndarray:  # the rows as the engine takes queries

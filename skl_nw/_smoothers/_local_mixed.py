@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import _engine
 from .._engine import MixedLeaveOneOut, Moments, fit_local, gram_index, npar
+from .._engine._mixed import tables_of
 
 
 class MixedLocalLeaveOneOut(MixedLeaveOneOut):
@@ -32,29 +33,26 @@ class MixedLocalLeaveOneOut(MixedLeaveOneOut):
         """Leave-one-out fits (F, n, k), or (L, F, n, k) for candidate ``lambdas``."""
         if lambdas is None:
             return self.base.predictions(factors, n_jobs=n_jobs, rows=rows)
-        lambdas = np.atleast_2d(np.asarray(lambdas, dtype=np.float64))
-        base, Y = self.base, self.base._Y  # the targets' frame (y + 1e9: no cancellation)
-        mom = base._mom
-        sums = _engine.kernel_sums(
-            None, self._cells(), base.kernel, values=mom.values(base.Z, Y), factors=factors,
-            grouped=True, loo=True, options=_engine.Options(rtol=base.rtol, n_jobs=n_jobs),
-        )  # fmt: skip
-        out = np.empty((len(lambdas), len(factors), len(Y), Y.shape[1]))
-        everyone = np.arange(len(Y))
-        for t, lam in enumerate(lambdas):
-            logL = self._counted(self._cell_log(self.tables(lam), everyone), everyone, loo=True)
-            for f, factor in enumerate(np.asarray(factors, dtype=float)):
-                M, B, _ = _combine(mom, sums, f, logL, Y.shape[1])
-                M, B = mom.rescale(M, B, factor)
-                out[t, f] = base._read_y(
-                    fit_local(mom, M, B, base.Z / factor, base.degree)[0][:, 0]
-                )
+        base = self.base
+        rows = np.arange(len(self.targets)) if rows is None else np.asarray(rows, np.intp)
+        logLs = [self._counted(self._cell_log(t, rows), rows, loo=True)
+                 for t in map(self.tables, tables_of(lambdas))]  # fmt: skip
+
+        def solve(sums, f, factor, q, sub):
+            coef, _, Mqs, _ = self._fits(sums, f, factor, q, [L[sub] for L in logLs],
+                                         base.degree, base._mom)  # fmt: skip
+            return (base._read_y(coef[:, :, 0]).swapaxes(0, 1),), Mqs
+
+        (out,) = base._row_fits(base._mom, base.degree, factors, rows, solve, True, n_jobs,
+                                cells=self._cells())  # fmt: skip
+        out = np.moveaxis(out, 2, 0)  # (L, F, rows, k)
+        for fit, logL in zip(out, logLs, strict=True):
             # No counted point in reach (a compact kernel): the nearest counted, as refits.
-            empty = np.flatnonzero(np.isnan(out[t, :, :, 0]).any(axis=0))
+            empty = np.flatnonzero(np.isnan(fit[..., 0]).any(axis=0))
             if empty.size and base.fallback == "nearest":
-                fill = self._nearest(empty, logL[empty], loo=True)
-                out[t][:, empty] = np.where(np.isnan(out[t][:, empty]), fill, out[t][:, empty])
-        return out if rows is None else out[:, :, rows]
+                fill = self._nearest(rows[empty], logL[empty], loo=True)
+                fit[:, empty] = np.where(np.isnan(fit[:, empty]), fill, fit[:, empty])
+        return out
 
     def fits(self, factors, n_jobs=None, lambdas=None):
         """In-sample fits (F, n, k) and hat diagonal (F, n); (L, F, ...) for ``lambdas``.
@@ -66,34 +64,44 @@ class MixedLocalLeaveOneOut(MixedLeaveOneOut):
         """
         if lambdas is None:
             return self.base.fits(factors, n_jobs)
-        lambdas = np.atleast_2d(np.asarray(lambdas, dtype=np.float64))
-        factors = np.asarray(factors, dtype=np.float64)
-        base, Y = self.base, self.base._Y
-        n, k, degree = len(Y), Y.shape[1], base.fit_degree
+        base, n = self.base, len(self.targets)
+        degree, rows = base.fit_degree, np.arange(n)
         mom = Moments(base.Z.shape[1], 2 * degree, degree)
-        sums = _engine.kernel_sums(
-            None, self._cells(), base.kernel, values=mom.values(base.Z, Y), factors=factors,
-            grouped=True, fallback=base.fallback,
-            options=_engine.Options(rtol=base.rtol, n_jobs=n_jobs),
-        )  # fmt: skip
-        rows = np.arange(n)
         log_w = self.train.to_caller(self.train.log_w)
-        fitted = np.empty((len(lambdas), len(factors), n, k))
-        hat = np.empty((len(lambdas), len(factors), n))
-        for t, lam in enumerate(lambdas):
-            logL = self._counted(self._cell_log(self.tables(lam), rows), rows, loo=False)
-            for f, factor in enumerate(factors):
-                M, B, weights = _combine(mom, sums, f, logL, k)
-                M, B = mom.rescale(M, B, factor)
-                coef, a, _, _ = fit_local(mom, M, B, base.Z / factor, degree)
-                # Point i's attention weight: its cell's share (weights) times its own
-                # part of that cell's sum, w_i K(0) / S_ic (the discrete factor cancels);
-                # 0 for a point of no weight (in a cell of no weight: -inf - -inf).
-                with np.errstate(invalid="ignore"):
-                    own = log_w - sums.shift[:, f] - sums.log_scale[rows, f, 0, self.cell_of]
-                share = np.where(np.isfinite(log_w), weights[rows, self.cell_of] * np.exp(own), 0)
-                fitted[t, f], hat[t, f] = base._read_y(coef[:, 0]), share * a[:, 0]
-        return fitted, hat
+        logLs = [self._counted(self._cell_log(t, rows), rows, loo=False)
+                 for t in map(self.tables, tables_of(lambdas))]  # fmt: skip
+
+        def solve(sums, f, factor, q, sub):
+            coef, a, Mqs, weights = self._fits(sums, f, factor, q, [L[sub] for L in logLs],
+                                               degree, mom)  # fmt: skip
+            # Point i's attention weight: its cell's share (weights) times its own part of
+            # that cell's sum, w_i K(0) / S_ic (the discrete factor cancels); 0 for a point
+            # of no weight (in a cell of no weight: -inf - -inf).
+            at, cell = np.arange(len(sub)), self.cell_of[sub]
+            with np.errstate(invalid="ignore"):
+                own = log_w[sub] - sums.shift[:, f] - sums.log_scale[at, f, 0, cell]
+            share = np.where(np.isfinite(log_w[sub]), weights[:, at, cell] * np.exp(own), 0)
+            fitted = base._read_y(coef[:, :, 0]).swapaxes(0, 1)
+            return (fitted, (share * a[:, :, 0]).T), Mqs
+
+        fitted, hat = base._row_fits(mom, degree, factors, None, solve, False, n_jobs,
+                                     cells=self._cells())  # fmt: skip
+        return np.moveaxis(fitted, 2, 0), np.moveaxis(hat, 2, 0)
+
+    def _fits(self, sums, f: int, factor: float, q, logLs, degree: int, mom: Moments):
+        """Fit cell sums at factor ``f`` under each of ``logLs``, in one solve.
+
+        Returns ``coef`` (L, b, P, k), ``a`` (L, b, P), the moments about the
+        queries (a list of L) and the cell weights (L, b, G).
+        """
+        parts = [_combine(mom, sums, f, logL, self.targets.shape[1]) for logL in logLs]
+        M, B = mom.rescale(np.concatenate([p[0] for p in parts]),
+                           np.concatenate([p[1] for p in parts]), factor)  # fmt: skip
+        L = len(logLs)
+        coef, a, Mq, _ = fit_local(mom, M, B, np.tile(q, (L, 1)), degree)
+        shape = (L, len(q))
+        return (coef.reshape(*shape, *coef.shape[1:]), a.reshape(*shape, *a.shape[1:]),
+                np.split(Mq, L), np.stack([p[2] for p in parts]))  # fmt: skip
 
     def loss_grad(self, theta, rows, loss_fn, row_weights):
         """Leave-one-out loss at ``rows`` and its gradient in ``theta`` (n_features,)."""

@@ -233,3 +233,30 @@ def test_the_lambdas_pass_takes_the_targets_frame(rng):
     base = make().fit(X, y + 2.0**10).cv_results_["mean_test_score"]
     shifted = make().fit(X, y + 2.0**30).cv_results_["mean_test_score"]
     np.testing.assert_allclose(shifted, base, rtol=0, atol=2e-7)
+
+
+@pytest.mark.parametrize("degree", [2, 3])
+def test_the_lambdas_pass_refits_rows_far_from_the_middle(degree):
+    # Rows up to 150 bandwidths from the inputs' centre: the lambdas' one pass
+    # expanded their moments from the centre, which cancels (here up to 1e-3 off; on
+    # [0, 1000] at h = 2 the search's scores moved by up to 100), where the continuous
+    # path refits about origins of their own.
+    rng = np.random.default_rng(1)
+    n, h, lam = 1200, 10.0, 0.3
+    x, c = rng.uniform(0, 3000, n), rng.integers(0, 3, n)
+    X = np.column_stack([x, c]).astype(float)
+    y = np.sin(x / 40) + 0.5 * c + 0.1 * rng.normal(size=n)
+    est = LocalPolynomialRegressor([h, lam], degree=degree, categorical_features=[1]).fit(X, y)
+    loo = est._leave_one_out()
+    pred = loo.predictions([1.0], lambdas=[[lam]])[0, 0, :, 0]
+    fitted, hat = (a[0, 0] for a in loo.fits([1.0], lambdas=[[lam]]))
+    for i in range(0, n, 7):  # dense weighted least squares about each row
+        t = (x - x[i]) / h
+        w = np.exp(-0.5 * t**2) * np.where(c == c[i], 1 - lam, lam / 2)
+        B = np.vander(t, degree + 1, increasing=True) * np.sqrt(w)[:, None]
+        S = np.linalg.pinv(B) * np.sqrt(w)  # coefficients = S @ y
+        np.testing.assert_allclose(fitted[i, 0], S[0] @ y, atol=1e-9)
+        np.testing.assert_allclose(hat[i], S[0, i], atol=1e-9)
+        w[i] = 0
+        B = np.vander(t, degree + 1, increasing=True) * np.sqrt(w)[:, None]
+        np.testing.assert_allclose(pred[i], (np.linalg.pinv(B) * np.sqrt(w))[0] @ y, atol=1e-9)
