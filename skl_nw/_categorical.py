@@ -169,17 +169,19 @@ def resolve(est, X) -> Categories | None:
     return Categories(categorical, ordered, kernels, names=feature_names(X))
 
 
-def encode(est, X) -> tuple[Categories | None, np.ndarray | None]:
+def encode(est, X, sample_weight=None) -> tuple[Categories | None, np.ndarray | None]:
     """Return the fitted :class:`Categories` of ``X`` for ``est`` and X as floats (codes).
 
     ``(None, None)`` when every feature is continuous.  What the search and
     the significance test need to merge rows or to vary a category, without
-    fitting the estimator.
+    fitting the estimator; ``sample_weight`` as the estimator's fit takes it
+    (the categories are those of rows of positive weight).
     """
     cats = resolve(est, X)
     if cats is None:
         return None, None
-    return cats, cats.fit(X, check_array(X, dtype=None, ensure_all_finite=False))
+    positive = None if sample_weight is None else np.asarray(sample_weight) > 0
+    return cats, cats.fit(X, check_array(X, dtype=None, ensure_all_finite=False), positive)
 
 
 def _labels(Xv: np.ndarray) -> np.ndarray:
@@ -241,8 +243,14 @@ class Categories:
         """Number of categories ``c_j`` per categorical feature."""
         return np.array([len(c) for c in self.categories], dtype=np.intp)
 
-    def fit(self, X_in, Xv: np.ndarray) -> np.ndarray:
-        """Learn the categories; return ``Xv`` as floats, categorical columns as codes."""
+    def fit(self, X_in, Xv: np.ndarray, positive: np.ndarray | None = None) -> np.ndarray:
+        """Learn the categories; return ``Xv`` as floats, categorical columns as codes.
+
+        ``positive`` (n,) bool: the rows of positive weight, whose labels are
+        the categories (a row of weight 0 is no row: scikit-learn's convention);
+        the other rows' labels none of them has take code 0, which counts
+        nowhere (their weight is 0), so that every training code is a category.
+        """
         Xv = _labels(Xv)
         self.categories, self.declared = [], []
         dtypes = _pandas_dtypes(X_in)
@@ -254,7 +262,8 @@ class Categories:
                 self.declared.append(True)
             else:
                 try:
-                    self.categories.append(np.unique(column))
+                    self.categories.append(np.unique(column if positive is None
+                                                     else column[positive]))  # fmt: skip
                 except TypeError as error:
                     raise ValueError(
                         f"The categories of feature {self.label(j)} cannot be sorted ({error}); "
@@ -262,6 +271,8 @@ class Categories:
                     ) from None
                 self.declared.append(False)
         X = self.encode(X_in, Xv)
+        if positive is not None:  # unseen codes (-1, or halfway for an ordered feature)
+            X[:, self.columns] = np.maximum(np.floor(X[:, self.columns]), 0)
         self.codes = X[:, self.columns].astype(np.intp)
         return X
 

@@ -109,15 +109,19 @@ class Context:
         return dataclasses.replace(self, **changes)
 
     # --------------------------------------------------------- data and candidates
-    def categories_of(self, X):
-        """Return the categorical features of ``X`` and X as codes (Nones), once per ``X``."""
-        if self.encoded is None or self.encoded[0] is not X:
-            self.encoded = (X, *_categorical.encode(self.estimator, X))
-        return self.encoded[1], self.encoded[2]
+    def categories_of(self, X, w=None):
+        """Return the categorical features of ``X`` and X as codes (Nones), once per ``X``.
+
+        ``w``: the fits' weights, whose rows of positive weight hold the
+        categories (as the estimator's fit learns them).
+        """
+        if self.encoded is None or self.encoded[0] is not X or self.encoded[1] is not w:
+            self.encoded = (X, w, *_categorical.encode(self.estimator, X, w))
+        return self.encoded[2], self.encoded[3]
 
     def merged(self, X, y: np.ndarray, w: np.ndarray) -> tuple:
         """``X, y, w`` with repeated (x, y) rows merged, their weights summed (``_collapse``)."""
-        cats, Xnum = self.categories_of(X)
+        cats, Xnum = self.categories_of(X, w)
         if cats is None:
             return _collapse(X, y, w)
         return _mixed.collapse(X, Xnum, y, w, _collapse)
@@ -131,14 +135,14 @@ class Context:
         """Return the rule of thumb the default candidates are multiples of."""
         rule = self.estimator.bandwidth
         rule = rule if isinstance(rule, str) else "scott"
-        cats, Xnum = self.categories_of(X)
+        cats, Xnum = self.categories_of(X, w)
         if cats is not None:
             return _mixed.base_bandwidth(cats, Xnum, rule, w)
         return rule_of_thumb(X, rule, w)
 
     def candidates(self, X: np.ndarray, w: np.ndarray) -> list[np.ndarray]:
         """Candidate bandwidth vectors, validated."""
-        cats, _ = self.categories_of(X)
+        cats, _ = self.categories_of(X, w)
         if self.bandwidths is None:
             base = self.base_bandwidth(X, w)
             if cats is not None:

@@ -215,7 +215,7 @@ def _fitted(ctx, X, y, w, h, hy):
     if est is None:
         est = clone(ctx.estimator).set_params(bandwidth=h, y_bandwidth=hy)
         ctx.cache["crps_estimator"] = est.fit(X, y, sample_weight=w)
-        ctx.cache["crps_data"] = (X, *est._validate_fit(X, y, y_numeric=True))
+        ctx.cache["crps_data"] = (X, *est._validate_fit(X, y, w, y_numeric=True))
         return est
     est.bandwidth, est.y_bandwidth = h, hy  # set_params without its signature inspection
     return est._fit_validated(*ctx.cache["crps_data"], w)
@@ -305,7 +305,7 @@ def _y_candidates(ctx, X, y, w) -> np.ndarray:
     rule = ctx.estimator.y_bandwidth
     if not isinstance(rule, str):
         return np.array([float(rule)])
-    cats, _ = ctx.categories_of(X)
+    cats, _ = ctx.categories_of(X, w)
     n_cont = X.shape[1] - (0 if cats is None else int(cats.mask.sum()))
     return y_bandwidth_rule(y, w, n_cont, rule) * Y_FACTORS
 

@@ -40,7 +40,7 @@ def _setup(ctx, Xu, yu, wu):
     V = loo.targets
     loss_fn = _log_loss(V) if is_classifier(ctx.estimator) else _squared_error(V)
     d = Xu.shape[1]
-    cats, _ = ctx.categories_of(Xu)
+    cats, _ = ctx.categories_of(Xu, wu)
     shared = np.zeros(d, np.intp) if cats is None else np.cumsum(cats.mask)
     tie = np.arange(d) if resolve_per_feature(ctx) else shared
     if cats is not None and not loo.takes_lambdas:

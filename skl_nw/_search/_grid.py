@@ -96,7 +96,7 @@ def _score_multiples(ctx, Xu, yu, wu, bandwidth, factors, n_samples=None):
 
 def grid_loo(ctx, Xu, yu, wu, n_samples: int) -> Selection:
     """Score the candidates by closed-form leave-one-out (or an in-sample criterion)."""
-    cats, _ = ctx.categories_of(Xu)
+    cats, _ = ctx.categories_of(Xu, wu)
     if cats is not None and ctx.bandwidths is None and not robust(ctx.estimator):
         return _mixed_grid(ctx, Xu, yu, wu, n_samples, cats)
     if cats is None and ctx.bandwidths is None:

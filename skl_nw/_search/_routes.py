@@ -69,8 +69,9 @@ def closed_form(ctx, X, y, w_nw, w_score) -> Selection:
             "(set_fit_request and set_score_request on the estimator, set_score_request "
             "on a scorer), or pass an integer cv."
         )  # fmt: skip
-    cats, Xnum = ctx.categories_of(X)
-    Xu, yu, wu = ctx.merged(X, y, check_weights(w_nw, X if cats is None else Xnum))
+    w = check_weights(w_nw, X)
+    cats, _ = ctx.categories_of(X, w)
+    Xu, yu, wu = ctx.merged(X, y, w)
     check_two_points(len(Xu), "Leave-one-out", "distinct training points")
     yu = ctx.scaled_targets(yu, wu)
     at_rule = clone(ctx.estimator).set_params  # the protocol object at the rule of thumb
@@ -100,7 +101,7 @@ def cross_validated(ctx, X, y, routed: Routed, continuous) -> Selection:
 
 def _cv_candidates(ctx, X, y, w: np.ndarray) -> list[np.ndarray]:
     """Return the candidates of a cv other than "loo" (GridSearchCV's: refits per split)."""
-    cats, _ = ctx.categories_of(X)
+    cats, _ = ctx.categories_of(X, w)
     if ctx.method == "auto" and ctx.bandwidths is None and cats is not None:
         # 40 x 7^J default candidates, each refitted per split, cannot finish:
         # a small grid around the leave-one-out optimum instead.
@@ -118,7 +119,7 @@ def _centred_candidates(ctx, X, y, w) -> list[np.ndarray]:
     """
     inner = ctx.replace(method="lbfgs", cv="loo", verbose=0)
     h = closed_form(inner, X, y, w, w).best_params_["bandwidth"]
-    cats, _ = ctx.categories_of(X)
+    cats, _ = ctx.categories_of(X, w)
     top = np.asarray(cats.max_lambdas(), dtype=float)
     lam = h[cats.mask]
     candidates = []

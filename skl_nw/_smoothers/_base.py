@@ -274,18 +274,19 @@ class _NWBase(BaseEstimator):
             )  # fmt: skip
         super().__setstate__(state)
 
-    def _validate_fit(self, X, y, **kwargs):
+    def _validate_fit(self, X, y, sample_weight=None, **kwargs):
         """``validate_data`` at fit; categorical columns become codes (learned here).
 
-        Sets ``is_categorical_``, ``is_ordered_`` and ``categories_``.  Numeric
-        targets (``y_numeric=True``: the regressors) come back as float64.
+        Sets ``is_categorical_``, ``is_ordered_`` and ``categories_`` (those of
+        the rows of positive ``sample_weight``).  Numeric targets
+        (``y_numeric=True``: the regressors) come back as float64.
         """
-        Xv, y = self._validate_inputs(X, y, **kwargs)
+        Xv, y = self._validate_inputs(X, y, sample_weight, **kwargs)
         if kwargs.get("y_numeric"):
             y = np.asarray(y, dtype=np.float64)
         return Xv, y
 
-    def _validate_inputs(self, X, y, **kwargs):
+    def _validate_inputs(self, X, y, sample_weight=None, **kwargs):
         self._categories = _categorical.resolve(self, X)
         cats = getattr(self, "_categories", None)
         _categorical.check_numeric(X, None if cats is None else cats.mask)
@@ -295,7 +296,8 @@ class _NWBase(BaseEstimator):
             self.categories_ = []
             return Xv, y
         Xv, y = validate_data(self, X, y, dtype=None, ensure_all_finite=False, **kwargs)
-        Xv = cats.fit(X, Xv)
+        positive = None if sample_weight is None else check_weights(sample_weight, Xv) > 0
+        Xv = cats.fit(X, Xv, positive)
         self.is_categorical_, self.is_ordered_ = cats.mask.copy(), cats.ordered.copy()
         self.categories_ = [c.copy() for c in cats.categories]
         return Xv, y

@@ -299,7 +299,7 @@ class LocalPolynomialRegressor(_SummaryMixin, _LocalInferenceMixin, _RegressorMi
             The fitted estimator.
         """
         X_in = X
-        X, y = self._validate_fit(X, y, multi_output=True, y_numeric=True)
+        X, y = self._validate_fit(X, y, sample_weight, multi_output=True, y_numeric=True)
         y = _loess.one_target(self, y)
         Xs, w = self._fit_inputs(X, sample_weight)
         if self.degree > 0:

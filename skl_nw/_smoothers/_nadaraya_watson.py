@@ -274,7 +274,7 @@ default="from_dtype"
             The fitted estimator.
         """
         X_in = X
-        X, y = self._validate_fit(X, y, multi_output=True, y_numeric=True)
+        X, y = self._validate_fit(X, y, sample_weight, multi_output=True, y_numeric=True)
         y = _loess.one_target(self, y)
         return self._fit_validated(X_in, X, y, check_weights(sample_weight, X))
 

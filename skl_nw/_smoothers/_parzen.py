@@ -226,7 +226,7 @@ default="from_dtype"
         self : ParzenClassifier
             The fitted estimator.
         """
-        X, y = self._validate_fit(X, y)
+        X, y = self._validate_fit(X, y, sample_weight)
         check_classification_targets(y)
         self.classes_, y_enc = np.unique(y, return_inverse=True)
         n_classes = len(self.classes_)

@@ -178,7 +178,7 @@ y_bandwidth, y_kernel
             The fitted estimator.
         """
         X_in = X
-        X, y = self._validate_fit(X, y, y_numeric=True)
+        X, y = self._validate_fit(X, y, sample_weight, y_numeric=True)
         self._levels(self.y_bandwidth)  # a bad quantile fails before any work
         return self._fit_validated(X_in, X, y, check_weights(sample_weight, X))
 

@@ -15,7 +15,13 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from conftest import PROFILES, naive_mixed_kernel, naive_mixed_weights, onehot
-from skl_nw import LocalPolynomialRegressor, NadarayaWatsonRegressor, ParzenClassifier
+from skl_nw import (
+    BandwidthSearchCV,
+    KernelQuantileRegressor,
+    LocalPolynomialRegressor,
+    NadarayaWatsonRegressor,
+    ParzenClassifier,
+)
 
 LEVELS = {"u": 4, "o": 5}
 # Our kernel names -> statsmodels' ukertype and okertype (Li-Racine: its "*_reg" kernels).
@@ -588,3 +594,43 @@ def test_unseen_label_of_a_declared_order_is_an_error():
     wider = pd.Categorical(["XL"], categories=[*order, "XL"], ordered=True)
     with pytest.raises(ValueError, match=r"Ordered feature 'size' \(column 1\) has the value 'XL'"):
         est.predict(pd.DataFrame({"x": [1.0], "size": wider}))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda **kw: NadarayaWatsonRegressor(**kw),
+        lambda **kw: LocalPolynomialRegressor(degree=1, **kw),
+        lambda **kw: ParzenClassifier(**kw),
+        lambda **kw: KernelQuantileRegressor([0.3], **kw),
+    ],
+    ids=["nw", "local1", "parzen", "quantile"],
+)
+@pytest.mark.parametrize("kinds", ["cu", "co"])
+def test_a_category_only_rows_of_weight_0_hold_is_no_category(rng, make, kinds):
+    # Weight 0 is no row (scikit-learn's convention): the labels that only such rows
+    # hold counted among the categories (c of Aitchison-Aitken's lambda / (c - 1), the
+    # largest lambda, the ordered positions), so predictions moved (0.83 against 0.99).
+    n = 60
+    X = np.column_stack([rng.uniform(0, 3, n), rng.integers(0, 3, n)]).astype(float)
+    X[-4:, 1] = [3, 4, 5, 5]  # labels that only the rows of weight 0 hold
+    y = np.sin(X[:, 0]) + 0.5 * X[:, 1] + rng.normal(0, 0.1, n)
+    if make(bandwidth=1.0).__class__ is ParzenClassifier:
+        y = (y > np.median(y)).astype(int)
+    w = np.r_[rng.integers(1, 3, n - 4), np.zeros(4)].astype(float)
+    params = {"categorical_features": [1]} if kinds == "cu" else {"ordered_features": [1]}
+    Q = np.column_stack([rng.uniform(0, 3, 8), [0, 1, 2, 3, 4, 5, 1, 0]])
+    for bandwidth in ([0.6, 0.3], "scott"):
+        weighted = make(bandwidth=bandwidth, **params).fit(X, y, sample_weight=w)
+        dropped = make(bandwidth=bandwidth, **params).fit(X[:-4], y[:-4], sample_weight=w[:-4])
+        assert_array_equal(weighted.categories_[0], dropped.categories_[0])
+        assert_allclose(weighted.bandwidth_, dropped.bandwidth_, rtol=1e-12)
+        for method in ("predict", "predict_proba"):
+            if hasattr(weighted, method):
+                assert_allclose(getattr(weighted, method)(Q), getattr(dropped, method)(Q),
+                                rtol=1e-10, atol=1e-12)  # fmt: skip
+    if not hasattr(weighted, "predict_proba"):  # the default search sees the same data
+        a = BandwidthSearchCV(make(**params)).fit(X, y, sample_weight=w)
+        b = BandwidthSearchCV(make(**params)).fit(X[:-4], y[:-4], sample_weight=w[:-4])
+        assert_allclose(a.best_params_["bandwidth"], b.best_params_["bandwidth"], rtol=1e-9)
+        assert_allclose(a.best_score_, b.best_score_, rtol=1e-9)
