@@ -97,8 +97,21 @@ class Mixture:
 
     def bracket(self) -> tuple[float, float]:
         """``y`` values below and above which ``F = 0`` and ``F = 1`` (to underflow)."""
-        reach = 1.0 if self.kernel.compact else 40.0  # G(-40) < 1e-17 for both tails
+        reach = 1.0 if self.kernel.compact else _tail_reach(self.kernel)
         return self.sorted[0] - reach * self.h, self.sorted[-1] + reach * self.h
+
+
+def _tail_reach(kernel) -> float:
+    """Bandwidths beyond which the kernel's ``G(-u)`` underflows to 0 (``1 - G(u)`` too).
+
+    40 for the Gaussian; doubled while ``G`` is above 0 there (the exponential's
+    ``e^-u / 2`` reaches 0 at 745), so that levels down to the smallest floats
+    lie inside the bracket.
+    """
+    reach = 40.0
+    while kernel.integrated_profile(np.array(-reach)) > 0:
+        reach *= 2
+    return reach
 
 
 class Weights:

@@ -381,12 +381,23 @@ def test_loo_empirical_crps_kernel_equals_dense_rows(bandwidth):
                                atol=1e-14)  # fmt: skip
 
 
+# The integrated profiles written out: scipy's ndtr, and the Laplace law's CDF.
+_TAILS = {
+    "gaussian": ndtr,
+    "exponential": lambda u: np.where(u < 0, 0.5 * np.exp(np.minimum(u, 0)),
+                                      1 - 0.5 * np.exp(-np.abs(u))),  # fmt: skip
+}
+
+
+@pytest.mark.parametrize("y_kernel", list(_TAILS))
 @pytest.mark.parametrize("fused", [True, False])
-def test_far_tail_quantiles_against_the_dense_mixture(fused, monkeypatch):
-    # Levels down to 1e-300: the roots of the mixture written out (scipy's ndtr).  The
-    # compiled roots left out rows 9 bandwidths above t (below 1e-16 the level itself)
-    # and stepped on F, which falls by hundreds of decades there: 1e-100 stopped at
-    # F = 1.5e-91.  The numpy path of the attention weights, for comparison.
+def test_far_tail_quantiles_against_the_dense_mixture(fused, y_kernel, monkeypatch):
+    # Levels down to 1e-300: the roots of the mixture written out.  The compiled roots
+    # left out rows 9 bandwidths above t (below 1e-16 the level itself) and stepped on
+    # F, which falls by hundreds of decades there: 1e-100 stopped at F = 1.5e-91.  The
+    # exponential's bracket was the Gaussian's 40 h_y, where its G is 2e-18: every
+    # level below came out as its end.  The numpy path of the attention weights, for
+    # comparison.
     from skl_nw import _engine
 
     if not fused:
@@ -394,13 +405,13 @@ def test_far_tail_quantiles_against_the_dense_mixture(fused, monkeypatch):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(50, 1))
     y = X[:, 0] + 0.3 * rng.normal(size=50)
-    reg = NadarayaWatsonRegressor(0.5, y_bandwidth=0.2).fit(X, y)
+    reg = NadarayaWatsonRegressor(0.5, y_bandwidth=0.2, y_kernel=y_kernel).fit(X, y)
     Xq = np.array([[0.0], [1.5]])
     taus = np.array([1e-300, 1e-100, 1e-30, 1e-18, 1e-5])
     Q = reg.predict_quantiles(Xq, taus)
     alpha = np.exp(-0.5 * ((Xq - X.T) / 0.5) ** 2)
     alpha /= alpha.sum(axis=1, keepdims=True)
-    F = np.einsum("mj,mkj->mk", alpha, ndtr((Q[:, :, None] - y) / 0.2))
+    F = np.einsum("mj,mkj->mk", alpha, _TAILS[y_kernel]((Q[:, :, None] - y) / 0.2))
     np.testing.assert_allclose(F, np.tile(taus, (2, 1)), rtol=1e-9)
 
 
