@@ -258,23 +258,25 @@ class MLKR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             return metric_loss_grad(X_s, V, Y_s, kernel, log_w=keys, rows=rows, grad=grad,
                                     row_log_w=log_w, options=options)  # fmt: skip
 
-        def loss_grad_of_w(W, **kwargs):  # what init="auto" scores its scales with
-            return loss_grad(W * x_unit, **kwargs)
-
-        W0 = self._initial(X, Y_s.reshape(y.shape), w, r, rng, loss_grad_of_w)  # y in units
-        V0 = W0 * x_unit
+        # The data's starts in units (X_s, y in units): at any scale of X they are finite.
+        W0, V0 = self._initial(X_s, Y_s.reshape(y.shape), w, r, rng, loss_grad, x_unit)
+        if W0 is None:  # before the search: a start beyond the float range raises at once
+            _components(V0, x_unit)
         full = self.batch_size == "auto" and len(X) <= _FULL_BATCH_MAX_ROWS
         full = full or (self.batch_size != "auto" and self.batch_size >= len(X))
         fit = _lbfgs if full else _adam
         V, self.n_iter_, curve = fit(self, V0, loss_grad, log_w, rng)
-        self.components_ = W0 if V is V0 else V / x_unit  # the start kept: to the bit
+        self.components_ = _components(V, x_unit) if W0 is None or V is not V0 else W0
         with np.errstate(over="ignore"):  # a loss beyond the float range is inf
             self.loss_curve_ = [float(np.float64(loss) * y_unit * y_unit) for loss in curve]
         self.best_loss_ = min(self.loss_curve_)
         return self
 
-    def _initial(self, X, y, w, r, rng, loss_grad) -> np.ndarray:
-        """Return the starting ``W`` (see ``init``)."""
+    def _initial(self, X, y, w, r, rng, loss_grad, x_unit: float) -> tuple:
+        """Return the start ``(W0, V0)`` (see ``init``): ``V0 = W0 x_unit`` in the units of ``X``.
+
+        ``W0`` is None where the start is the data's (``X`` and ``y`` in units).
+        """
         n, d = X.shape
         if isinstance(self.init, np.ndarray):
             W0 = np.asarray(self.init, dtype=np.float64)
@@ -285,9 +287,14 @@ class MLKR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 )
             if not np.all(np.isfinite(W0)):
                 raise ValueError("init must be finite; the array passed has NaN or inf entries.")
-            return W0.copy()
+            return W0.copy(), W0 * x_unit
         if self.init == "identity":
-            return np.eye(r, d)
+            return np.eye(r, d), np.eye(r, d) * x_unit
+        return None, self._data_start(X, y, w, r, rng, loss_grad)
+
+    def _data_start(self, X, y, w, r, rng, loss_grad) -> np.ndarray:
+        """Return the start that ``init`` takes from the data (``X`` in units of spread 1)."""
+        n, d = X.shape
         if self.init == "rule_of_thumb":
             return np.eye(r, d) / rule_of_thumb(X, sample_weight=w)
         if self.init == "pca":
@@ -346,6 +353,18 @@ class MLKR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         tags.target_tags.required = True
         tags.target_tags.multi_output = True  # y of several columns: their summed squares
         return tags
+
+
+def _components(V: np.ndarray, x_unit: float) -> np.ndarray:
+    """``W = V / x_unit``; a ValueError where it passes the float range (X's spread ~1e-308)."""
+    with np.errstate(over="ignore"):
+        W = V / x_unit
+    if not np.isfinite(W).all():
+        raise ValueError(
+            f"The learned metric's entries pass the float range: X's spread ({x_unit:.3g}) "
+            "is that small. Rescale X first (e.g. StandardScaler in a pipeline)."
+        )
+    return W
 
 
 def _unit_spread(A: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, float]:

@@ -313,3 +313,16 @@ def test_tags_say_it_takes_several_targets(rng):
     X = rng.normal(size=(40, 3))
     Y = np.column_stack([X[:, 0], X[:, 1] ** 2])
     assert MLKR(2, max_iter=2).fit(X, Y).transform(X).shape == (40, 2)
+
+
+@pytest.mark.parametrize("init", ["auto", "rule_of_thumb", "pca"])
+def test_starts_from_the_data_at_the_float_range_s_ends(init, rng):
+    # The data's starts are taken in units of X's spread: 2^-1019 starts where 1 does,
+    # over 2^-1019; at 1e-310 the metric (~1 / spread) passes the float range, a clear
+    # ValueError (a bare ZeroDivisionError from the loss, or inf components, before).
+    X, y = hidden_directions(60, d=3)
+    start = MLKR(2, init=init, max_iter=0, random_state=0).fit(X, y)
+    scaled = MLKR(2, init=init, max_iter=0, random_state=0).fit(X * 2.0**-1019, y)
+    np.testing.assert_allclose(scaled.components_ * 2.0**-1019, start.components_, rtol=1e-9)
+    with pytest.raises(ValueError, match="float range: X's spread"):
+        MLKR(2, init=init, random_state=0).fit(X * 1e-310, y)
