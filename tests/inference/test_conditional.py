@@ -384,8 +384,9 @@ def test_loo_empirical_crps_kernel_equals_dense_rows(bandwidth):
 # The integrated profiles written out: scipy's ndtr, and the Laplace law's CDF.
 _TAILS = {
     "gaussian": ndtr,
-    "exponential": lambda u: np.where(u < 0, 0.5 * np.exp(np.minimum(u, 0)),
-                                      1 - 0.5 * np.exp(-np.abs(u))),  # fmt: skip
+    "exponential": lambda u: np.where(
+        u < 0, 0.5 * np.exp(np.minimum(u, 0)), 1 - 0.5 * np.exp(-np.abs(u))
+    ),  # fmt: skip
 }
 
 
