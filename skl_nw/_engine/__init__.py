@@ -256,7 +256,8 @@ def attention(Q, train: TrainSet, kernel: Kernel, *, fallback="nearest", sparse=
         r = np.full(len(Qc), -np.inf)
         np.maximum.at(r, row, b)
         e = np.exp(b - np.where(np.isfinite(r), r, 0.0)[row])
-        e /= np.bincount(row, weights=e, minlength=len(Qc))[row]
+        with np.errstate(invalid="ignore"):  # rows of no weight (fallback="nan"): NaN below
+            e /= np.bincount(row, weights=e, minlength=len(Qc))[row]
         alpha = csr_matrix((e, (row, col)), shape=(len(Qc), n))
         if not sparse:
             alpha = alpha.toarray()

@@ -1,5 +1,7 @@
 """Conditional distributions, quantiles and their selection, against independent references."""
 
+import warnings
+
 import numpy as np
 import pytest
 from scipy import integrate
@@ -137,12 +139,19 @@ def test_mean_unchanged_and_binned_fit():
                                brute.predict_quantiles(X[:20], TAUS), atol=1e-9)  # fmt: skip
 
 
-def test_fallback_nan_and_nearest():
+@pytest.mark.parametrize("algorithm", ["brute", "kd_tree"])
+def test_fallback_nan_and_nearest(algorithm):
+    # The tree path warned "invalid value encountered in divide" for the empty rows.
     X, y, _ = _data(30, d=1)
-    far = [[100.0]]
-    nan = NadarayaWatsonRegressor(0.2, kernel="tophat", fallback="nan", y_bandwidth=0.1).fit(X, y)
-    assert np.isnan(nan.predict_cdf(far, [0.0])).all()
-    assert np.isnan(nan.predict_quantiles(far, [0.5])).all()
+    far = [[100.0], [0.0]]
+    nan = NadarayaWatsonRegressor(0.2, kernel="tophat", fallback="nan", y_bandwidth=0.1,
+                                  algorithm=algorithm).fit(X, y)  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cdf = nan.predict_cdf(far, [[0.0], [0.0]])
+        quantiles = nan.predict_quantiles(far, [0.5])
+    assert np.isnan(cdf[0]).all() and np.isnan(quantiles[0]).all()
+    assert np.isfinite(cdf[1]).all() and np.isfinite(quantiles[1]).all()
     near = NadarayaWatsonRegressor(0.2, kernel="tophat", y_bandwidth=0).fit(X, y)
     assert near.predict_quantiles(far, [0.5])[0, 0] == y[np.argmax(X[:, 0])]
 
