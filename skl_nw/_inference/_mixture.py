@@ -242,10 +242,16 @@ class Weights:
                 # Far tails (F falls by hundreds of decades, a Newton step on it moves
                 # about h / |u|): Newton on log F, near linear there.
                 log_step = (np.log(F) - np.log(taus)) * F / f
+                # A compact kernel's edge, where F ~ (T - edge)^(b + 1): a step within
+                # rounding of T while F is decades off tau (3e-15 h_y above the edge, F
+                # 1e-58 for tau = 1e-20) is no root; it bisects.
+                stalled = np.abs(np.log(F) - np.log(taus)) > 1.0
             step = np.where((taus < _LOG_NEWTON_BELOW) & (F > 0) & (f > 0), log_step, step)
             small = np.abs(step) <= tol  # converged: a step within rounding of T
+            stalled &= small
+            small &= ~stalled
             new = T - step
-            bad = ~small & ~((new > lo) & (new < hi))
+            bad = (~small & ~((new > lo) & (new < hi))) | stalled
             new = np.where(bad, 0.5 * (lo + hi), new)
             T = np.where(done, T, new)
             done |= small | (hi - lo <= tol)

@@ -455,3 +455,30 @@ def test_conditional_laws_in_tiny_and_huge_units_of_y(fused, monkeypatch):
                     base[hy, key] = value
                 else:
                     np.testing.assert_allclose(value, base[hy, key], rtol=1e-12, atol=1e-14)
+
+
+# (a, b) of K(u) = (1 - |u|^a)^b: their lower tails are regularised incomplete beta
+# functions, G(-1 + s) = I_x(b + 1, 1 / a) / 2 with x = 1 - (1 - s)^a.
+_POWERS = {"epanechnikov": (2, 1), "biweight": (2, 2), "triweight": (2, 3),
+           "tricube": (3, 3), "linear": (1, 1)}  # fmt: skip
+
+
+@pytest.mark.parametrize("y_kernel", [*_POWERS, "cosine"])
+def test_compact_y_kernels_quantiles_at_tiny_levels(y_kernel):
+    # G summed 0.5 - int_0^|t| near the lower edge, which cancels, and the roots stopped
+    # at a step within rounding of y while F was decades off: a tricube's 1e-20 quantile
+    # had F = 4e-58.  Within the documented 1e-11 h_y of the root (one training row: F
+    # is the kernel's own law), against closed forms.
+    from scipy.special import beta, betainc
+
+    h = 0.5
+    reg = NadarayaWatsonRegressor(1.0, y_bandwidth=h, y_kernel=y_kernel).fit([[0.0]], [0.0])
+    taus = np.array([1e-30, 1e-20, 1e-16, 1e-12, 1e-5, 0.3])
+    s = 1.0 + reg.predict_quantiles([[0.0]], taus)[0] / h  # from the lower edge, in h_y
+    if y_kernel == "cosine":
+        F, f = np.sin(0.25 * np.pi * s) ** 2, 0.25 * np.pi * np.sin(0.5 * np.pi * s)
+    else:
+        a, b = _POWERS[y_kernel]
+        F = 0.5 * betainc(b + 1, 1.0 / a, -np.expm1(a * np.log1p(-s)))
+        f = (1 - (1 - s) ** a) ** b / (2 * beta(1.0 / a, b + 1) / a)
+    assert np.all(np.abs(F - taus) <= 1e-9 * taus + 1e-11 * f * 2), (F, taus)
