@@ -18,7 +18,6 @@ import numpy as np
 
 from .. import _engine
 from .._engine import MixedLeaveOneOut, Moments, fit_local, gram_index, npar
-from .._engine._mixed import tables_of
 
 
 class MixedLocalLeaveOneOut(MixedLeaveOneOut):
@@ -36,7 +35,7 @@ class MixedLocalLeaveOneOut(MixedLeaveOneOut):
         base = self.base
         rows = np.arange(len(self.targets)) if rows is None else np.asarray(rows, np.intp)
         logLs = [self._counted(self._cell_log(t, rows), rows, loo=True)
-                 for t in map(self.tables, tables_of(lambdas))]  # fmt: skip
+                 for t in map(self.tables, np.atleast_2d(np.asarray(lambdas, float)))]  # fmt: skip
 
         def solve(sums, f, factor, q, sub):
             coef, _, Mqs, _ = self._fits(sums, f, factor, q, [L[sub] for L in logLs],
@@ -69,7 +68,7 @@ class MixedLocalLeaveOneOut(MixedLeaveOneOut):
         mom = Moments(base.Z.shape[1], 2 * degree, degree)
         log_w = self.train.to_caller(self.train.log_w)
         logLs = [self._counted(self._cell_log(t, rows), rows, loo=False)
-                 for t in map(self.tables, tables_of(lambdas))]  # fmt: skip
+                 for t in map(self.tables, np.atleast_2d(np.asarray(lambdas, float)))]  # fmt: skip
 
         def solve(sums, f, factor, q, sub):
             coef, a, Mqs, weights = self._fits(sums, f, factor, q, [L[sub] for L in logLs],
