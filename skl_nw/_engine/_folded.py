@@ -20,6 +20,7 @@ from ._dense import (
     shifted_log_weights,
 )
 from ._loader import compiled
+from ._screen import screen_points, screened_sums
 
 _LOG2E = 1.4426950408889634  # the tiled kernels take their log weights in bits
 # Above this many value columns the fused kernels' register tiles lose to the compiled
@@ -42,8 +43,10 @@ class FoldedKeys:
     GEMM, then the rest) with discrete kernels.
     """
 
-    def __init__(self, train, V: np.ndarray, slopes: list[float], powers: list[int]):
+    def __init__(self, train, V: np.ndarray, slopes: list[float], powers: list[int],
+                 queries: int = 0):  # fmt: skip
         self.train, self.slopes, self.values, self.powers = train, slopes, V, powers
+        self.queries = queries  # the call's query rows: the screen's set-up pays from many
         shifted = shifted_log_weights(train.log_w)
         # Discrete kernels fold in as well: a query's log-kernel rows against the
         # points' one-hot codes (every entry <= 0, so the bound above still holds).
@@ -155,10 +158,18 @@ class FoldedKeys:
         """
         if self.differences is None:  # one assignment: chunk threads share these keys
             offset = _LOG2E * shifted_log_weights(self.train.log_w)  # in bits
-            self.differences = (padded_columns(self.train), offset)
-        XT, offset = self.differences
+            # The integer screen's points per slope (None where it does not apply):
+            # it leaves out the pairs far below their row's largest weight (_screen).
+            k = self.values.shape[1]
+            screens = [screen_points(self.train.X, offset, _LOG2E * c, k, self.queries)
+                       for c in self.slopes]  # fmt: skip
+            self.differences = (padded_columns(self.train), offset, screens)
+        XT, offset, screens = self.differences
         out = np.empty((len(self.slopes), len(Q), self.values.shape[1] + 1))
-        queries = pad_features(Q)
+        queries = None
         for t, c in enumerate(self.slopes):
+            if screened_sums(screens[t], Q, self.VT, out[t]):
+                continue
+            queries = pad_features(Q) if queries is None else queries
             compiled().exp_diff_tiled(queries, XT, _LOG2E * c, offset, self.VT, out[t])
         return np.moveaxis(out, 0, 1)

@@ -55,7 +55,8 @@ class Plan:
         if slopes is not None and not train.trees and not grouped and V.shape[1] >= 1:
             self.slopes = np.array(slopes)
             if single:
-                self.folded = _folded.FoldedKeys(train, V, slopes, ps)
+                m = len(self.rows) if Q is None else len(Q)
+                self.folded = _folded.FoldedKeys(train, V, slopes, ps, m)
                 self.fused = self.folded.fused
             elif train.codes is not None:  # the chained exps take no discrete kernels
                 self.slopes = None
