@@ -58,7 +58,7 @@ def _wide(builder, value):
 
 
 def _pointer(context, builder, array_type, array, offset, element):
-    """A pointer to ``element``s from element ``offset`` of ``array``'s data (its own dtype)."""
+    """Return a pointer to ``element``s from element ``offset`` of ``array``'s data."""
     data = context.make_array(array_type)(context, builder, array).data
     return builder.bitcast(builder.gep(data, [offset]), element.as_pointer())
 
@@ -79,7 +79,7 @@ def _store(builder, value, pointer, index):
 
 
 def _dot_tile(context, builder, signature, args):
-    """The tile's ``_ROWS x _VECTORS`` int32 accumulators: the points' offsets plus the dots.
+    """Return the tile's ``_ROWS x _VECTORS`` int32 accumulators: offsets plus dots.
 
     ``args``: the packed points, their byte offset, the int8 queries, the first query row,
     the groups of four features, the offsets, the first point.  The loop over groups runs
@@ -92,7 +92,14 @@ def _dot_tile(context, builder, signature, args):
     )
     groups = _wide(builder, groups)
     xp = _pointer(context, builder, tX, Xp, _wide(builder, xoff), _VI)
-    qp = _pointer(context, builder, tQ, Qq, builder.mul(_wide(builder, qrow), builder.mul(groups, _I64(4))), _I32)  # fmt: skip
+    qp = _pointer(
+        context,
+        builder,
+        tQ,
+        Qq,
+        builder.mul(_wide(builder, qrow), builder.mul(groups, _I64(4))),
+        _I32,
+    )
     first = _pointer(context, builder, tN, offsets, _wide(builder, p0), _VI)
     slots = [[cgutils.alloca_once(builder, _VI) for _ in range(_VECTORS)] for _ in range(_ROWS)]
     for u in range(_VECTORS):
@@ -101,7 +108,10 @@ def _dot_tile(context, builder, signature, args):
             builder.store(start, slots[r][u])
     with cgutils.for_range(builder, groups) as loop:
         g = loop.index
-        xv = [_load(builder, xp, builder.add(builder.mul(_I64(u), groups), g)) for u in range(_VECTORS)]  # fmt: skip
+        xv = [
+            _load(builder, xp, builder.add(builder.mul(_I64(u), groups), g))
+            for u in range(_VECTORS)
+        ]
         for r in range(_ROWS):
             q = _load(builder, qp, builder.add(builder.mul(_I64(r), groups), g))
             qv = _splat(builder, q, _VI)
@@ -113,8 +123,11 @@ def _dot_tile(context, builder, signature, args):
 
 @intrinsic
 def screen_tile(typingctx, Xp, xoff, Qq, qrow, groups, negib, p0, thr, r0, mask, moff, mstride):
-    """Mask the kept pairs of one tile: ``mask[moff + r * mstride + u]`` bit ``l`` for point
-    ``p0 + 16 u + l`` of query ``qrow + r`` where ``negib + dot >= thr[r0 + r]``."""
+    """Mask the kept pairs of one tile.
+
+    ``mask[moff + r * mstride + u]`` bit ``l``: point ``p0 + 16 u + l`` of query
+    ``qrow + r``, set where ``negib + dot >= thr[r0 + r]``.
+    """
     sig = types.void(Xp, xoff, Qq, qrow, groups, negib, p0, thr, r0, mask, moff, mstride)
 
     def codegen(context, builder, signature, args):
@@ -135,8 +148,11 @@ def screen_tile(typingctx, Xp, xoff, Qq, qrow, groups, negib, p0, thr, r0, mask,
 
 @intrinsic
 def bound_tile(typingctx, Xp, xoff, Qq, qrow, groups, negib, p0, delta, v, mx, best, r0):
-    """The pre-pass: ``mx[16 (r0 + r) + l]`` = running max of ``negib + dot - delta`` over the
-    lane's points, ``best[...]`` the packed vector (``v``, the tile's first) where it rose."""
+    """Take the pre-pass's maxima of one tile.
+
+    ``mx[16 (r0 + r) + l]``: the running max of ``negib + dot - delta`` over the
+    lane's points; ``best[...]``: the packed vector (``v``, the tile's first) where it rose.
+    """
     sig = types.void(Xp, xoff, Qq, qrow, groups, negib, p0, delta, v, mx, best, r0)
 
     def codegen(context, builder, signature, args):
@@ -178,12 +194,18 @@ def compress16(typingctx, word, base, idx, count):
         lanes = ir.Constant(_VI, list(range(16)))
         values = builder.add(lanes, _splat(builder, builder.trunc(_wide(builder, base), _I32), _VI))
         fnty = ir.FunctionType(_VI, [_VI, _VI, ir.VectorType(_I1, 16)])
-        compress = builder.module.declare_intrinsic("llvm.x86.avx512.mask.compress.v16i32", fnty=fnty)  # fmt: skip
-        packed = builder.call(compress, [values, ir.Constant(_VI, None), builder.bitcast(w16, ir.VectorType(_I1, 16))])  # fmt: skip
+        compress = builder.module.declare_intrinsic(
+            "llvm.x86.avx512.mask.compress.v16i32", fnty=fnty
+        )
+        packed = builder.call(
+            compress, [values, ir.Constant(_VI, None), builder.bitcast(w16, ir.VectorType(_I1, 16))]
+        )
         builder.store(
             packed, _pointer(context, builder, signature.args[2], idx, count, _VI), align=1
         )
-        popcount = builder.module.declare_intrinsic("llvm.ctpop.i16", fnty=ir.FunctionType(_I16, [_I16]))  # fmt: skip
+        popcount = builder.module.declare_intrinsic(
+            "llvm.ctpop.i16", fnty=ir.FunctionType(_I16, [_I16])
+        )
         return builder.add(count, builder.zext(builder.call(popcount, [w16]), _I64))
 
     return sig, codegen
@@ -200,10 +222,22 @@ _ODD_PAIRS = [2, 3, 6, 7, 10, 11, 14, 15]
 
 
 def _sum8(builder, rows):
-    """Lane ``t`` = the sum of the lanes of ``rows[t]`` (a transpose-add: 7 adds, not 8 reductions)."""
+    """Return lane ``t`` = the sum of ``rows[t]`` (a transpose-add: 7 adds, not 8 reductions)."""
     add = builder.fadd
-    b = [add(_shuffle(builder, rows[2 * i], rows[2 * i + 1], _LO), _shuffle(builder, rows[2 * i], rows[2 * i + 1], _HI)) for i in range(4)]  # fmt: skip
-    c = [add(_shuffle(builder, b[2 * i], b[2 * i + 1], _EVEN_PAIRS), _shuffle(builder, b[2 * i], b[2 * i + 1], _ODD_PAIRS)) for i in range(2)]  # fmt: skip
+    b = [
+        add(
+            _shuffle(builder, rows[2 * i], rows[2 * i + 1], _LO),
+            _shuffle(builder, rows[2 * i], rows[2 * i + 1], _HI),
+        )
+        for i in range(4)
+    ]
+    c = [
+        add(
+            _shuffle(builder, b[2 * i], b[2 * i + 1], _EVEN_PAIRS),
+            _shuffle(builder, b[2 * i], b[2 * i + 1], _ODD_PAIRS),
+        )
+        for i in range(2)
+    ]
     return add(
         _shuffle(builder, c[0], c[1], _EVEN_PAIRS), _shuffle(builder, c[0], c[1], _ODD_PAIRS)
     )
@@ -226,13 +260,17 @@ def distances8(typingctx, X, idx, i, Q, qrow, octets, d2):
         ip = _pointer(context, builder, tI, idx, i, _I32)
         row = builder.mul(_wide(builder, qrow), builder.mul(octets, _I64(8)))  # in float64s
         qp = _pointer(context, builder, tQ, Q, row, _VD)
-        rows = [builder.mul(builder.sext(_load(builder, ip, _I64(t)), _I64), octets) for t in range(8)]  # fmt: skip
+        rows = [
+            builder.mul(builder.sext(_load(builder, ip, _I64(t)), _I64), octets) for t in range(8)
+        ]
         slots = [cgutils.alloca_once_value(builder, ir.Constant(_VD, None)) for _ in range(8)]
         with cgutils.for_range(builder, octets) as loop:
             q = _load(builder, qp, loop.index)
             for t in range(8):
                 diff = builder.fsub(_load(builder, xbase, builder.add(rows[t], loop.index)), q)
-                builder.store(builder.fadd(builder.load(slots[t]), builder.fmul(diff, diff)), slots[t])  # fmt: skip
+                builder.store(
+                    builder.fadd(builder.load(slots[t]), builder.fmul(diff, diff)), slots[t]
+                )
         total = _sum8(builder, [builder.load(s) for s in slots])
         builder.store(total, _pointer(context, builder, tB, d2, i, _VD), align=8)
         return context.get_dummy_value()
@@ -241,7 +279,9 @@ def distances8(typingctx, X, idx, i, Q, qrow, octets, d2):
 
 
 def _fma(builder):
-    return builder.module.declare_intrinsic("llvm.fma.v8f64", fnty=ir.FunctionType(_VD, [_VD, _VD, _VD]))  # fmt: skip
+    return builder.module.declare_intrinsic(
+        "llvm.fma.v8f64", fnty=ir.FunctionType(_VD, [_VD, _VD, _VD])
+    )
 
 
 def _exp2(builder, x):
@@ -271,8 +311,11 @@ def _gather(builder, pointer, columns):
 
 @intrinsic
 def weights8(typingctx, d2, idx, i, slope, off, v, acc, left):
-    """``acc[0:8] += e``, ``acc[8:16] += e v[j]`` with ``e = 2^(slope d2[i + t] + off[j])``,
-    ``j = idx[i + t]``, for the lanes ``t < left`` (the tiled kernel's weight of the pair)."""
+    """Add 8 kept pairs' weights: ``acc[0:8] += e``, ``acc[8:16] += e v[j]``.
+
+    ``e = 2^(slope d2[i + t] + off[j])``, ``j = idx[i + t]``, for the lanes
+    ``t < left`` (the tiled kernel's weight of the pair).
+    """
     sig = types.void(d2, idx, i, slope, off, v, acc, left)
 
     def codegen(context, builder, signature, args):
@@ -290,7 +333,9 @@ def weights8(typingctx, d2, idx, i, slope, off, v, acc, left):
         values = _gather(builder, _pointer(context, builder, tV, v, _I64(0), _F64), columns)
         ap = _pointer(context, builder, tA, acc, _I64(0), _VD)
         _store(builder, builder.fadd(_load(builder, ap, _I64(0)), e), ap, _I64(0))
-        _store(builder, builder.fadd(_load(builder, ap, _I64(1)), builder.fmul(e, values)), ap, _I64(1))  # fmt: skip
+        _store(
+            builder, builder.fadd(_load(builder, ap, _I64(1)), builder.fmul(e, values)), ap, _I64(1)
+        )
         return context.get_dummy_value()
 
     return sig, codegen
@@ -308,7 +353,7 @@ _SLACK = 1e-9  # relative slack on every float bound: their rounding is ~1e-15 r
 
 @numba.njit(inline="always")
 def _candidates(best, mx, r, n, idx):  # pragma: no cover - compiled
-    """The pre-pass's best point of each lane and tile: their indices into ``idx``; the count."""
+    """Put the pre-pass's best point of each lane and tile in ``idx``; return their count."""
     count = 0
     for u in range(_VECTORS):
         for lane in range(_LANES):
@@ -325,7 +370,7 @@ def _candidates(best, mx, r, n, idx):  # pragma: no cover - compiled
 def _threshold(
     i, top, X, Q, octets, doff, qa, qb, Sq, s2, margin, idx, count, d2
 ):  # pragma: no cover - compiled
-    """The integer threshold of query ``i``: ``floor(alpha) + 128 Sq`` (module ``_screen``).
+    """Return the integer threshold of query ``i``: ``floor(alpha) + 128 Sq`` (``_screen``).
 
     ``U``, an upper bound on the row's least ``D = d2 + doff``: the pre-pass's integer
     one (``top``), then the exact ``D`` of its candidates (a tighter one, from the pairs
@@ -391,22 +436,55 @@ def screen_sums(
         mx[:] = -_INT32_MAX - 1
         for r0 in range(0, tiles, _ROWS):
             for u in range(0, nv, _VECTORS):
-                bound_tile(Xp, u * width, Qq, t0 + r0, groups, negib, u * _LANES, delta, u, mx, best, r0)  # fmt: skip
+                bound_tile(
+                    Xp, u * width, Qq, t0 + r0, groups, negib, u * _LANES, delta, u, mx, best, r0
+                )
         th[:] = _INT32_MAX
         for r in range(rows):
             count = _candidates(best, mx, r, n, idx)
             top = mx[r * _LANES : (r + 1) * _LANES].max()
-            th[r] = _threshold(t0 + r, top, X, Q, octets, doff, qa, qb, Sq, s2, margin, idx, count, d2)  # fmt: skip
+            th[r] = _threshold(
+                t0 + r, top, X, Q, octets, doff, qa, qb, Sq, s2, margin, idx, count, d2
+            )
             thr[t0 + r] = th[r]
         sums[:] = 0.0
         for v0 in range(0, nv, _BLOCK_VECTORS):
             vectors = min(_BLOCK_VECTORS, nv - v0)
             for r0 in range(0, tiles, _ROWS):
                 for u in range(v0, v0 + vectors, _VECTORS):
-                    screen_tile(Xp, u * width, Qq, t0 + r0, groups, negib, u * _LANES, th, r0, mask, r0 * _BLOCK_VECTORS + u - v0, _BLOCK_VECTORS)  # fmt: skip
+                    screen_tile(
+                        Xp,
+                        u * width,
+                        Qq,
+                        t0 + r0,
+                        groups,
+                        negib,
+                        u * _LANES,
+                        th,
+                        r0,
+                        mask,
+                        r0 * _BLOCK_VECTORS + u - v0,
+                        _BLOCK_VECTORS,
+                    )
             for r in range(rows):
                 acc[:] = 0.0
-                kept += _row_sums(mask, r, _BLOCK_VECTORS, v0, vectors, X, Q, t0 + r, octets, slope, off, v, idx, d2, acc)  # fmt: skip
+                kept += _row_sums(
+                    mask,
+                    r,
+                    _BLOCK_VECTORS,
+                    v0,
+                    vectors,
+                    X,
+                    Q,
+                    t0 + r,
+                    octets,
+                    slope,
+                    off,
+                    v,
+                    idx,
+                    d2,
+                    acc,
+                )
                 sums[r, 0] += acc[8:].sum()
                 sums[r, 1] += acc[:8].sum()
         out[t0 : t0 + rows] = sums[:rows]

@@ -38,7 +38,7 @@ import numpy as np
 
 from ._loader import compiled
 
-__all__ = ["ScreenPoints", "screen_supported", "screened_sums"]
+__all__ = ["ScreenPoints", "cpu_supported", "screen_points", "screen_supported", "screened_sums"]
 
 # The screen pays from this many features: in d = 32 (h = 0.5, n = m = 20,000) it ran at
 # 0.6-0.8 of np.exp's elements/s against the tiled kernel's 0.34-0.41; below 16 features
@@ -67,25 +67,28 @@ _EPS = np.finfo(np.float64).eps
 
 
 @functools.cache
-def screen_supported() -> bool:
-    """Whether the compiled kernels are loaded and the CPU has AVX-512 F, BW and VNNI.
+def cpu_supported() -> bool:
+    """Whether this CPU has AVX-512 F, BW and VNNI (``vpdpbusd``, ``vpcompressd`` on zmm).
 
     A CPU without them must never compile the kernels (LLVM would reject or emulate
     the instructions), so nothing imports ``_compiled_screen`` before this says yes.
     """
-    if compiled() is None:
-        return False
     try:
         from llvmlite import binding
 
         features = binding.get_host_cpu_features()
-    except Exception:  # an llvmlite without the query: no screen
+    except Exception:  # no llvmlite, or one without the query: no screen
         return False
     return all(features.get(name, False) for name in ("avx512f", "avx512bw", "avx512vnni"))
 
 
+def screen_supported() -> bool:
+    """Whether the compiled kernels are loaded (numba, not disabled) on a supported CPU."""
+    return compiled() is not None and cpu_supported()
+
+
 def _pad(A: np.ndarray, multiple: int, dtype=np.float64) -> np.ndarray:
-    """``A`` with zero columns appended up to a multiple of ``multiple``, C-contiguous."""
+    """Return ``A`` with zero columns appended up to a multiple of ``multiple``, C-contiguous."""
     out = np.zeros((len(A), -(-A.shape[1] // multiple) * multiple), dtype)
     out[:, : A.shape[1]] = A
     return out
@@ -124,7 +127,7 @@ class ScreenPoints:
         self._integers(Xc)
 
     def _integers(self, Xc: np.ndarray) -> None:
-        """The packed bytes, the per-point offsets and the AM-GM weights ``t, u``."""
+        """Make the packed bytes, the per-point offsets and the AM-GM weights ``t, u``."""
         s, n, d = self.scale, self.n, self.d
         xt = np.clip(np.rint(Xc / s), -128, 127)
         ex = Xc - s * xt
@@ -154,12 +157,13 @@ class ScreenPoints:
         xu = np.zeros((nv * 16, -(-d // 4) * 4), np.uint8)
         xu[:n, :d] = (xt + 128).astype(np.uint8)
         groups = xu.shape[1] // 4
-        self.packed = np.ascontiguousarray(xu.reshape(nv, 16, groups, 4).transpose(0, 2, 1, 3)).ravel()  # fmt: skip
+        packed = xu.reshape(nv, 16, groups, 4).transpose(0, 2, 1, 3)  # vpdpbusd's layout
+        self.packed = np.ascontiguousarray(packed).ravel()
         self.max_abs = float(np.abs(Xc).max()) + float(np.abs(self.centre).max())
         self.max_norm = float(norm.max())
 
     def queries(self, Q: np.ndarray) -> tuple:
-        """The queries' int8 rows, byte sums and bounds ``qa``, ``qb`` (module docstring)."""
+        """Return the queries' int8 rows, byte sums and bounds ``qa``, ``qb`` (module docstring)."""
         s, m = self.scale, len(Q)
         Qc = Q - self.centre
         qt = np.clip(np.rint(Qc / s), -128, 127)
@@ -197,16 +201,17 @@ class ScreenPoints:
 
         Qq, Sq, qa, qb, q_abs, q_norm = self.queries(Q)
         thr = np.empty(len(Q), np.int32)
-        kept = screen_sums(Qq, Sq.astype(np.float64), qa, qb, self.packed, self.negib, self.delta,
-                           self.doff, self.X, _pad(Q, 8), self.scale**2, self.margin(q_abs, q_norm),
-                           float(self.slope), self.off, np.ascontiguousarray(v, np.float64), out,
-                           thr)  # fmt: skip
+        kept = screen_sums(
+            Qq, Sq.astype(np.float64), qa, qb, self.packed, self.negib, self.delta, self.doff,
+            self.X, _pad(Q, 8), self.scale**2, self.margin(q_abs, q_norm), float(self.slope),
+            self.off, np.ascontiguousarray(v, np.float64), out, thr,
+        )  # fmt: skip
         return kept, thr
 
 
 def screen_points(X: np.ndarray, off: np.ndarray, slope: float, columns: int,
                   queries: int) -> ScreenPoints | None:  # fmt: skip
-    """The screen's points for one slope, or None where it does not apply.
+    """Return the screen's points for one slope, or None where it does not apply.
 
     It applies on a supported CPU (:func:`screen_supported`), for one value column
     (the NW predict), ``SCREEN_MIN_FEATURES`` features, ``SCREEN_MIN_POINTS`` points,
