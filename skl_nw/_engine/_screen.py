@@ -139,10 +139,10 @@ class ScreenPoints:
         self.u = max(np.median(norm), 1e-12 * s) / max(np.median(B), 1e-12 * s)
         err_x = (B * B / self.t + norm * norm * (1 + _SLACK) ** 2 / self.u) / 2 * (1 + _SLACK)
         self.doff = np.where(self.off < _ZERO_BITS, np.inf, self.off / self.slope)
-        wide = (norm * norm + self.doff) / (2 * s * s)
+        live = np.isfinite(self.doff)  # the others are never kept (their e_ij are 0)
+        wide = (norm * norm + np.where(live, self.doff, 0.0)) / (2 * s * s)
         lower = wide - err_x / (s * s) - _SLACK * (1 + wide + err_x / (s * s))
         upper = wide + err_x / (s * s) + _SLACK * (1 + wide + err_x / (s * s))
-        live = np.isfinite(self.doff)
         if live.any() and max(-lower[live].min(), upper[live].max()) >= _INT_LIMIT:
             self.usable = False
             return

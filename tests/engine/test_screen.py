@@ -101,7 +101,7 @@ def test_heavy_tails_engage_the_clipping(h):
 @pytest.mark.parametrize("d", [16, 40])
 def test_every_dropped_pair_is_beyond_the_margin(d):
     X, Q, v, off = weighted_data(1200, 41, d, seed=3, heavy=1)
-    h = 0.4
+    h = 0.3
     points, out, kept, thr = screened(X, Q, v, off, h)
     Qq, Sq, *_ = points.queries(Q)
     dots = Qq[: len(Q), :d].astype(np.int64) @ points.xt.T.astype(np.int64)
@@ -114,7 +114,7 @@ def test_every_dropped_pair_is_beyond_the_margin(d):
     margin = np.log2(len(X)) + 58
     assert np.all(gap[~keep & live[None, :]] > margin)
     assert np.all(keep.any(axis=1))
-    assert (~keep).mean() > 0.3  # it drops a good share: the check means something
+    assert (~keep).mean() > 0.05  # thousands of dropped pairs: the check means something
 
 
 def nw_case(h):
