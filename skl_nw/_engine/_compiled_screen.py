@@ -38,8 +38,8 @@ from ._compiled_exp import _EXP2_POLY, _MIN_EXPONENT2, _ROUND
 
 # A register tile is _ROWS queries by _VECTORS packed vectors (64 points): 16 int32
 # accumulators of 32 zmm, each query byte broadcast once per 4 vectors (the
-# prototype's 4 x 4 tile measured fastest of 2-8 x 2-8 on an avx512_vnni Xeon,
-# /tmp/screen27/screen.c; ``python -m benchmarks engine --only exp_limit``).
+# prototype's 4 x 4 tile measured fastest of 2-8 x 2-8 on an avx512_vnni Xeon, measured
+# once; the whole kernel: ``python -m benchmarks engine --only exp_limit``).
 _ROWS = 4
 _VECTORS = 4
 _LANES = 16  # int32 lanes of a zmm register: points per packed vector

@@ -75,9 +75,14 @@ def cpu_supported() -> bool:
     """
     try:
         from llvmlite import binding
+        from numba.core import config
 
         features = binding.get_host_cpu_features()
     except Exception:  # no llvmlite, or one without the query: no screen
+        return False
+    # numba told to compile for another CPU (NUMBA_CPU_NAME, NUMBA_CPU_FEATURES, say a
+    # portable cache's "generic") could not select these instructions.
+    if config.CPU_NAME or config.CPU_FEATURES:
         return False
     return all(features.get(name, False) for name in ("avx512f", "avx512bw", "avx512vnni"))
 
