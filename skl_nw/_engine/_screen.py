@@ -121,7 +121,7 @@ class ScreenPoints:
     def __init__(self, X: np.ndarray, off: np.ndarray, slope: float):
         n, d = X.shape
         self.n, self.d, self.slope, self.off = n, d, slope, np.ascontiguousarray(off, np.float64)
-        self.centre, self.declined = X.mean(axis=0), False
+        self.centre, self.declined, self.accepted = X.mean(axis=0), False, False
         Xc = X - self.centre
         sample = np.abs(Xc[:: max(1, n // 4096)])
         self.scale = float(np.quantile(sample, _CLIP_QUANTILE)) / 127.0
@@ -238,12 +238,16 @@ def screened_sums(
 ) -> bool:
     """Fill ``out`` by the screen where it pays and return True; else False (``out`` untouched).
 
-    The first ``SAMPLE_ROWS`` queries are screened first: where they kept more than
-    ``SCREEN_MAX_KEPT`` of their pairs, the screen declines this chunk and the call's
-    later ones (the caller takes the tiled kernel).
+    The first ``SAMPLE_ROWS`` queries of the call's first chunk are screened first:
+    where they kept more than ``SCREEN_MAX_KEPT`` of their pairs, the screen declines
+    this chunk and the call's later ones (the caller takes the tiled kernel); else it
+    takes them all.
     """
     if points is None or points.declined or VT.shape[0] != 1 or len(Q) == 0:
         return False
+    if points.accepted:  # an earlier chunk of the call paid: the queries are alike
+        points.sums(Q, VT[0], out)
+        return True
     head = min(SAMPLE_ROWS, len(Q))
     sample = np.empty((head, 2))
     kept, _ = points.sums(Q[:head], VT[0], sample)
@@ -251,6 +255,7 @@ def screened_sums(
         points.declined = True  # the call's queries are alike: its other chunks skip the sample
         return False
     out[:head] = sample
+    points.accepted = True
     if head < len(Q):
         rest = np.empty((len(Q) - head, 2))
         points.sums(Q[head:], VT[0], rest)
