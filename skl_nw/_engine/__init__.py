@@ -15,7 +15,10 @@ Module map:
   sums from kernel values or log-kernel terms;
 * ``_dense``: the brute-force path (distances, kernel blocks, exp sums and
   square chains); ``_folded`` its folded GEMM (keys with the kernel and the
-  weights folded in); ``_discrete`` the categorical features' factor
+  weights folded in); ``_screen`` the integer screen of its direct sums on
+  AVX-512 VNNI (``_compiled_screen`` its kernels, LLVM IR through numba),
+  which skips the pairs far below their row's largest weight by a rigorous
+  bound; ``_discrete`` the categorical features' factor
   of the weights and the points it leaves out (``lambda = 0``);
 * ``_loader``: :func:`compiled`, the optional numba kernels or None:
   ``_compiled`` (dense), ``_compiled_tiled`` (register tiles from 4
