@@ -577,9 +577,9 @@ def test_rows_past_the_gemm_bound_take_direct_differences_alone(compiled, rng, m
     assert 0 < fold.sum() < len(Q)  # the set-up holds both kinds of row
     direct, original = [], _folded.FoldedKeys.direct_sums
 
-    def spy(self, Q):
+    def spy(self, Q, **kwargs):
         direct.append(len(Q))
-        return original(self, Q)
+        return original(self, Q, **kwargs)
 
     monkeypatch.setattr(_folded.FoldedKeys, "direct_sums", spy)
     pred = model.predict(Q)
