@@ -386,7 +386,10 @@ def _threshold(
         upper = min(upper, exact + _SLACK * (1.0 + exact))
     reach = (upper + margin) / (2.0 * s2)
     alpha = qa[i] - reach - _SLACK * (1.0 + abs(qa[i]) + abs(reach)) + 128.0 * Sq[i]
-    return np.int32(max(min(np.floor(alpha), _INT32_MAX), -_INT32_MAX))
+    # Never below the padding points' value (_NEVER, dot product 0): a far query's
+    # threshold under it kept them, and the exact pass read past X, off and v (NaN).
+    # Every live point's value lies above it (|offsets|, |dot products| < 2^29).
+    return np.int32(max(min(np.floor(alpha), _INT32_MAX), _NEVER + 1))
 
 
 @numba.njit(inline="always")
@@ -397,6 +400,8 @@ def _row_sums(
     count = 0
     for u in range(vectors):
         count = compress16(mask[r * per + u], (v0 + u) * _LANES, idx, count)
+    while count > 0 and idx[count - 1] >= X.shape[0]:  # padding (in order: at the end)
+        count -= 1
     if count == 0:
         return 0
     for k in range(count, (count + 7) & ~7):

@@ -179,3 +179,36 @@ def test_dispatch_declines_small_shapes():
     assert _screen.screen_points(X, off, -5.0, 1, 100) is None  # few queries
     assert _screen.screen_points(X, off, -5.0, 3, 5000) is None  # value columns
     assert _folded.screen_points is _screen.screen_points
+
+
+@needs_vnni
+def test_far_queries_keep_no_padding_point():
+    # n = 2049 packs 63 padding points (integer value -2^30, dot product 0). A far query's
+    # threshold fell below it (and one query at 1e12 widened a chunk's whole margin): the
+    # padding was kept, and the exact pass read past X, the weights and the values (NaN,
+    # or a tiny sum that stopped the caller's log-space redo). NaN tails make a read
+    # past the ends show.
+    rng = np.random.default_rng(0)
+    n, d, h = 2049, 32, 0.5
+    X, Q = rng.normal(size=(n, d)), rng.normal(size=(40, d))
+    Q[-2], Q[-1] = 300.0, 1e12
+    off, v = np.full(n + 64, np.nan), np.full(n + 64, np.nan)
+    off[:n], v[:n] = 0.0, rng.normal(size=n)
+    points = _screen.ScreenPoints(X, off[:n], -LOG2E / (2 * h * h))
+    out = np.full((len(Q), 2), np.nan)
+    kept, _ = points.sums(Q, v[:n], out)
+    assert kept <= n * len(Q) and np.isfinite(out).all()
+    ref, _, _ = dense(Q[:-2], X, -LOG2E / (2 * h * h), off[:n], v[:n])
+    np.testing.assert_allclose(out[:-2], ref, rtol=1e-12, atol=1e-300)
+    # Through the estimator, a few such queries among many: the screen's predictions.
+    Qe = rng.normal(size=(2100, d))
+    Qe[-5:] = 1e100 * rng.normal(size=(5, d))
+    y = rng.normal(size=n)
+    model = NadarayaWatsonRegressor(bandwidth=h, algorithm="brute").fit(X, y)
+    with_screen = model.predict(Qe)
+    assert np.isfinite(with_screen).all()
+    rows = np.r_[np.arange(0, 2095, 20), 2094]  # a dense check of some ordinary rows
+    d2 = ((Qe[rows, None, :] / h - X[None] / h) ** 2).sum(axis=2)
+    E = np.exp(-0.5 * (d2 - d2.min(axis=1, keepdims=True)))
+    np.testing.assert_allclose(with_screen[rows], E @ y / E.sum(axis=1), rtol=1e-11,
+                               atol=1e-12 * np.abs(y).max())  # fmt: skip
