@@ -113,7 +113,6 @@ class MixedLeaveOneOut:
         shift ``top`` (b, F, 1) and the pooled weight ``den`` (b, F, 1; NaN
         where 0).  ``loo`` leaves each point out of its own sums.
         """
-        tables = [self.tables(lam) for lam in tables_of(lambdas)]
         G, k1 = len(self.cells), self.targets.shape[1] + 1
         _, mib = budget(Options())
         size = max(1, int(mib * 2**20 / (8 * 3 * len(factors) * G * k1)))
@@ -126,8 +125,7 @@ class MixedLeaveOneOut:
                 options=Options(rtol=self.base.rtol, n_jobs=n_jobs),
             )  # fmt: skip
             log_scale, scaled = sums.log_scale[:, :, 0], sums.scaled[:, :, 0]  # (b, F, G[, k1])
-            for t, table in enumerate(tables):
-                logL = self._counted(self._cell_log(table, part), part, loo)  # (b, G)
+            for t, logL in enumerate(self.counted_logs(lambdas, part, loo)):  # (b, G) each
                 terms = log_scale + logL[:, None, :]
                 top = terms.max(axis=2, keepdims=True)
                 top = np.where(np.isfinite(top), top, 0.0)
@@ -173,6 +171,14 @@ class MixedLeaveOneOut:
             w = np.exp(lw[tie] - lw[tie].max()) if tie.size else tie
             out[r] = w @ self.targets[tie] / w.sum() if tie.size else np.nan
         return out
+
+    def counted_logs(self, lambdas, rows: np.ndarray, loo: bool) -> list[np.ndarray]:
+        """Per candidate lambda vector, ``log L`` (b, G) between ``rows`` and every cell.
+
+        With ``-inf`` for the cells the discrete kernels leave out (:meth:`_counted`).
+        """
+        return [self._counted(self._cell_log(self.tables(lam), rows), rows, loo)
+                for lam in tables_of(lambdas)]  # fmt: skip
 
     def _cells(self) -> TrainSet:
         """Return the continuous training set grouped by cell (built on first need)."""

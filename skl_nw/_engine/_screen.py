@@ -257,7 +257,5 @@ def screened_sums(
     out[:head] = sample
     points.accepted = True
     if head < len(Q):
-        rest = np.empty((len(Q) - head, 2))
-        points.sums(Q[head:], VT[0], rest)
-        out[head:] = rest
+        points.sums(Q[head:], VT[0], out[head:])
     return True

@@ -34,8 +34,7 @@ class MixedLocalLeaveOneOut(MixedLeaveOneOut):
             return self.base.predictions(factors, n_jobs=n_jobs, rows=rows)
         base = self.base
         rows = np.arange(len(self.targets)) if rows is None else np.asarray(rows, np.intp)
-        logLs = [self._counted(self._cell_log(t, rows), rows, loo=True)
-                 for t in map(self.tables, np.atleast_2d(np.asarray(lambdas, float)))]  # fmt: skip
+        logLs = self.counted_logs(lambdas, rows, loo=True)
 
         def solve(sums, f, factor, q, sub):
             coef, _, Mqs, _ = self._fits(sums, f, factor, q, [L[sub] for L in logLs],
@@ -67,8 +66,7 @@ class MixedLocalLeaveOneOut(MixedLeaveOneOut):
         degree, rows = base.fit_degree, np.arange(n)
         mom = Moments(base.Z.shape[1], 2 * degree, degree)
         log_w = self.train.to_caller(self.train.log_w)
-        logLs = [self._counted(self._cell_log(t, rows), rows, loo=False)
-                 for t in map(self.tables, np.atleast_2d(np.asarray(lambdas, float)))]  # fmt: skip
+        logLs = self.counted_logs(lambdas, rows, loo=False)
 
         def solve(sums, f, factor, q, sub):
             coef, a, Mqs, weights = self._fits(sums, f, factor, q, [L[sub] for L in logLs],
